@@ -25,30 +25,20 @@ from belt.errors import BeltError, InvalidInput, UsageError
 from belt.usercode.loader import is_file_reference, locate_module
 from belt.wire.validate import IN_PROCESS_PREFIX, POLICY_PREFIX
 
-SIMULATED_EVENTS = tuple(
-    f"agent.{name}"
-    for name in "start turn_start turn_complete tool_call tool_result pre_compact post_compact "
-    "complete error".split()
-)
-"""The events a scripted scenario reaches, so the events a kept scenario can test."""
-EXPECTED = ("allow", "deny", "stop", "suspend", "error")
-"""What a kept scenario can expect of its hook: a decision, or that it fails."""
-EXPECT_FROM = ("recorded", "replayed")
-"""Which answer ``belt replay --save-tests`` pins: the one recorded then, or the one given now."""
-PER = ("delivery", "chat")
-"""What ``belt replay --save-tests`` writes as one scenario: a delivery, or a chat's deliveries."""
+# The events a scripted scenario reaches, so those a kept scenario can test; a chat's scenario
+# reaches CHAT_EVENTS in the order its runs fired them (the others need --per delivery).
 CHAT_EVENTS = tuple(
-    f"agent.{name}" for name in "start turn_start turn_complete tool_call complete".split()
+    f"agent.{e}" for e in "start turn_start turn_complete tool_call complete".split()
 )
-"""The events a chat's scenario reaches in the order its runs fired them (the others, such as a
-compaction, need a scenario of their own: ``--per delivery``)."""
-CHAT_MAX = 500
-"""The most deliveries of one chat its scenario holds; the rest are named as not written."""
+OTHER_EVENTS = "tool_result pre_compact post_compact error".split()
+SIMULATED_EVENTS = (*CHAT_EVENTS, *(f"agent.{e}" for e in OTHER_EVENTS))
+EXPECTED = ("allow", "deny", "stop", "suspend", "error")  # a decision, or that the hook fails
+EXPECT_FROM = ("recorded", "replayed")  # which answer --save-tests pins
+PER = ("delivery", "chat")  # what --save-tests writes as one scenario
+CHAT_MAX = 500  # the most deliveries of one chat its scenario holds
 PROBLEMS_KEPT = 20
 
-
-Document = dict[str, object]
-"""A scenario document as it is written (TOML, or JSON when a value has no TOML form)."""
+Document = dict[str, object]  # a scenario document (TOML, or JSON when a value has no TOML form)
 
 
 class Expected(TypedDict, total=False):
@@ -87,8 +77,7 @@ def _tool_result(data: Mapping[str, object]) -> Document:
 def scenario_document(
     payload: Mapping[str, object], handler: str, expect: Mapping[str, object]
 ) -> Document:
-    """A platform scenario whose hook on the payload's event gets the same event and data,
-    sent to ``handler``, and expects the answer ``expect`` gives."""
+    """A platform scenario whose hook gets the payload's event and data and expects ``expect``."""
     event = str(payload.get("event"))
     if event not in SIMULATED_EVENTS:
         raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
@@ -139,8 +128,7 @@ def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, ob
 
 
 def answer_expected(answer: Recorded | Row) -> Expected:
-    """What a kept scenario expects of an answer: its decision, reason and whether it
-    injected, or ``error`` when it failed."""
+    """What a kept scenario expects of an answer: its decision, reason and injection, or error."""
     if answer.error:
         return {"decision": "error"}
     expect: Expected = {"decision": answer.decision or "allow", "reason": answer.reason}
@@ -149,13 +137,11 @@ def answer_expected(answer: Recorded | Row) -> Expected:
     return expect
 
 
-Kept = tuple[Mapping[str, object], Expected]
-"""A delivery a chat's scenario plays again: its payload, and the answer it expects."""
+Kept = tuple[Mapping[str, object], Expected]  # a delivery's payload, and the answer expected
 
 
 def chat_document(deliveries: list[Kept], handler: str) -> Document:
-    """A platform scenario that plays one chat's recorded deliveries again (a turn per run, a
-    hook per event to ``handler``, an expectation per delivery)."""
+    """A platform scenario that plays one chat's recorded deliveries again."""
     runs: dict[str, list[Kept]] = {}
     for payload, expect in deliveries:
         runs.setdefault(str(payload.get("run_id")), []).append((payload, expect))
@@ -194,8 +180,7 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
 
 
 def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, str]:
-    """(file name, media type, text): TOML with ``lines`` as comments, or JSON when a value has no
-    TOML form (a null); the name is ``stem`` made a safe file name."""
+    """(file name, media type, text): TOML with ``lines`` as comments, or JSON for a null."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:80]
     try:
         body = tomli_w.dumps(document)
@@ -209,8 +194,7 @@ def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, st
 def kept_scenario(
     *, payload: Any, handler: str, expect: Any, header: list[str]
 ) -> tuple[str, str, str]:
-    """One recorded delivery as a ``belt test`` scenario: (file name, media type, text);
-    InvalidInput when the payload or the expectation is wrong."""
+    """One recorded delivery as a ``belt test`` scenario: (file name, media type, text)."""
     model, problem = payload_model(payload)
     if model is None:
         raise InvalidInput(f"payload: {problem.removeprefix('the recorded payload ')}")
@@ -232,8 +216,7 @@ def kept_scenario(
 def replay_handler(
     *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
 ) -> tuple[str, list[str]]:
-    """The handler a kept scenario's hook names for a replay's target (paths relative to
-    ``directory``), and notes for its reader; InvalidInput when it cannot be kept."""
+    """The handler a kept scenario names for a replay's target, and notes for its reader."""
     if to is not None:
         refuse_credentials(to)
         return to, []
@@ -263,8 +246,7 @@ def _path_from(path: Path, directory: Path | None) -> str:
 
 
 def refuse_credentials(url: str) -> None:
-    """Refuse (InvalidInput) a URL with a user, password or query: nothing secret goes into
-    a test file."""
+    """Refuse (InvalidInput) a URL with a user, password or query."""
     try:
         parts = urlsplit(url)
         userinfo = parts.username is not None or parts.password is not None
@@ -282,8 +264,7 @@ def refuse_credentials(url: str) -> None:
 
 @dataclass(kw_only=True)
 class TestWriter:
-    """Writes each replayed delivery (or chat, ``per``) to ``directory`` as a scenario expecting
-    the ``expect`` answer; counts what it wrote and names what it could not."""
+    """Writes each replayed delivery (or chat) to ``directory`` as a scenario."""
 
     __test__ = False  # not a pytest class, whatever its name
 
@@ -382,8 +363,7 @@ class TestWriter:
 
 
 def save_directory(directory: Path) -> Path:
-    """``--save-tests DIR``: a new or empty directory, made when missing (UsageError for one
-    that holds files)."""
+    """``--save-tests DIR``: a new or empty directory, made when missing."""
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"--save-tests {directory}: not a directory")
     try:
@@ -406,8 +386,7 @@ def open_saving_replay(
     per: str = "delivery",
     **options: Any,
 ) -> Iterator[Replay]:
-    """``open_replay``; with ``save_tests``, each replayed delivery (or chat, ``per``) is also
-    written there as a ``belt test`` scenario expecting the ``expect`` answer."""
+    """``open_replay``, each delivery also saved to ``save_tests`` as a scenario when given."""
     for option, given, allowed in (("--expect", expect, EXPECT_FROM), ("--per", per, PER)):
         if given not in allowed:
             raise UsageError(f"{option} {given}: expected one of {', '.join(allowed)}")

@@ -48,10 +48,8 @@ if TYPE_CHECKING:
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DURATION = re.compile(r"^(\d{1,20})([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-READ_BYTES = 4 * 1024 * 1024
-"""How much of a log a replay reads at a time."""
-PROBLEMS_KEPT = 20
-"""A replay names at most this many of the lines it skipped (and counts them all)."""
+READ_BYTES = 4 * 1024 * 1024  # how much of a log a replay reads at a time
+PROBLEMS_KEPT = 20  # a replay names at most this many of the lines it skipped (and counts them all)
 
 
 @dataclass
@@ -61,8 +59,7 @@ class Recorded:
     payload: Any
     decision: str | None = None
     reason: str | None = None
-    injection: Any = None
-    """The ``inject`` and ``system`` answered then, or (when only that is known) whether any."""
+    injection: Any = None  # the inject and system answered then, or (older) whether any
     error: str | None = None
     at: str | None = None
 
@@ -107,8 +104,7 @@ class RowJSON(TypedDict):
     recorded: RecordedAnswer
     replayed: Answer
     changed: list[str]
-    delivery_id: NotRequired[str]
-    """The inspector's: the delivery replayed, and the payload sent."""
+    delivery_id: NotRequired[str]  # the inspector's: the delivery replayed, and the payload sent
     payload: NotRequired[Any]
 
 
@@ -227,8 +223,7 @@ def injection_of(body: Any) -> Any:
 def log_records(
     store: Store, log: str, log_id: str, skipped: Skipped
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each record of a log as it was when this began, with its offset, READ_BYTES at a time; a
-    line that cannot be read is added to ``skipped`` (a damaged header is an error)."""
+    """Each record of a log as it was when this began, and its offset; bad lines go to skipped."""
     offset = 0
     size = store.log_size(log, log_id)
     while offset < size:
@@ -269,8 +264,7 @@ def served(record: dict[str, Any]) -> Recorded:
 
 
 def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Recorded]:
-    """A simulated run's webhook deliveries as they are read (NotFound, before any, when
-    there is no such run; a short id or unique prefix names it)."""
+    """A simulated run's webhook deliveries as they are read (NotFound when there is no run)."""
     return (
         executed(r)
         for _, r in log_records(store, EVENTS_LOG, find_run_id(store, run_id), skipped)
@@ -291,8 +285,7 @@ def executed(record: dict[str, Any]) -> Recorded:
 
 
 def recorded_injection(record: dict[str, Any]) -> Any:
-    """What a ``hook.executed`` record says was injected: the ``inject`` and ``system``
-    answered (as a journal gives them), or from an older record only whether any."""
+    """What a ``hook.executed`` record says was injected (an older one: only whether any)."""
     if "injection" in record:
         return record["injection"] or None
     injected = record.get("injected")
@@ -300,8 +293,7 @@ def recorded_injection(record: dict[str, Any]) -> Any:
 
 
 def from_file(path: Path) -> list[Recorded]:
-    """The recorded deliveries of a JSON lines file (payloads, journal or ``hook.executed``
-    records)."""
+    """The recorded deliveries of a JSON lines file."""
     return list(file_deliveries(path, read_text(path, kind="payloads")))
 
 
@@ -372,13 +364,11 @@ def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
     return f"policy {path}", decide, lambda: None
 
 
-MESSAGE_LIMIT = 16_000
-"""The characters of a handler's exception message a replay keeps and shows."""
+MESSAGE_LIMIT = 16_000  # the characters of a handler's exception message a replay keeps and shows
 
 
 def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
-    """Decide with a ``py:`` callable, called as every ``py:`` handler is, within the webhook
-    timeout; an exception's message is kept up to MESSAGE_LIMIT characters."""
+    """Decide with a ``py:`` callable, as every ``py:`` handler is called."""
     func = load_handler(spec, where="--handler")
     caller = InProcess()
     label = reference(spec)
@@ -427,8 +417,7 @@ SOURCE_HINT = (
 
 
 def _names_a_path(source: str) -> bool:
-    """Whether ``source`` names something on disk (a directory or FIFO too, which the reader
-    then refuses)."""
+    """Whether ``source`` names something on disk (a directory or FIFO too)."""
     try:
         return Path(source).exists()
     except OSError as exc:  # a name longer than the system takes, for one
@@ -450,8 +439,7 @@ def open_replay(
     chat: str | None = None,
     secret: str | None = None,
 ) -> Iterator[Replay]:
-    """A replay of ``source``'s recorded payloads to the target, ready to run (``rows()``);
-    every option and the source are checked first, so an error comes before any delivery."""
+    """A replay of ``source`` to the target, every option checked before any delivery."""
     if sum(t is not None for t in (to, policy, handler)) != 1:
         raise UsageError("give one of --to URL, --policy FILE or --handler MODULE:FUNC")
     if secret is not None:
@@ -512,8 +500,7 @@ def replay(**options: Any) -> ReplayReport:
 
 @dataclass(eq=False)
 class Replay:
-    """One replay: recorded payloads delivered one at a time, each compared, journalled and
-    handed on as its row, then forgotten (``summary`` counts them)."""
+    """One replay: each recorded payload delivered, compared, journalled, handed on as its row."""
 
     store: Store
     recorded: Iterable[Recorded]
@@ -523,21 +510,15 @@ class Replay:
     deliver: Deliver
     deadline: float | None = None
     skipped: Skipped = field(default_factory=Skipped)
-    remote: bool = False
-    """True when the target is a URL (``--to``): its failed answers fail the replay."""
-    traced: dict[str, object] = field(default_factory=dict)
-    """What each delivery's span (``belt.hook``) says of the target."""
-    on_row: Callable[[Row], None] | None = None
-    """Called with each row once replayed, and once all are (``belt.deliveries.keep``)."""
+    remote: bool = False  # a URL (--to): its failed answers fail the replay
+    traced: dict[str, object] = field(default_factory=dict)  # each span's attributes
+    on_row: Callable[[Row], None] | None = None  # belt.deliveries.keep's
     on_end: Callable[[], None] | None = None
-    saved: SavedTests | None = None
-    """What ``--save-tests`` wrote, for the tail (``belt.deliveries.keep.TestWriter``)."""
+    saved: SavedTests | None = None  # what --save-tests wrote, for the tail
     replay_id: str = field(default_factory=lambda: new_id("rp"))
     first_error: str | None = None
-    """The first replayed delivery's error, and its likely fix (``likely_fix``)."""
     fix: str | None = None
-    first_failure: WebhookResult | None = None
-    """The first delivery that was sent and failed (its status, for ``failure``)."""
+    first_failure: WebhookResult | None = None  # the first delivery sent that failed
     summary: ReplaySummary = field(
         default_factory=lambda: ReplaySummary(
             replayed=0, changed=0, decisions_changed=0, injections_changed=0, errors=0
@@ -562,8 +543,7 @@ class Replay:
         return tail
 
     def failure(self) -> BeltError | None:
-        """For a replay ``--to`` a URL: the error of its first failed delivery by
-        ``remote_error``'s table, or None."""
+        """For a replay ``--to`` a URL: the error of its first failed delivery, or None."""
         failed = self.first_failure
         if not self.remote or failed is None:
             return None
@@ -580,8 +560,7 @@ class Replay:
         return cast(ReplayReport, {**self.head(), "rows": rows, **self.tail()})
 
     def rows(self) -> Iterator[RowJSON]:
-        """Deliver each payload, compare, journal and count; its row as ``--json`` prints it. A
-        payload whose turn comes after ``deadline`` (``time.monotonic()``) is not delivered."""
+        """Deliver, compare, journal and count each payload (none after ``deadline``); its row."""
         for number, item in enumerate(self.recorded, start=1):
             row = Row(number, item)
             event = item.payload.get("event") if isinstance(item.payload, dict) else None
@@ -618,8 +597,7 @@ class Replay:
 
 
 def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None:
-    """What a replayed delivery's span says (docs/tracing.md): never the payload, nor the
-    injection's text, nor more of the reason than tracing.REASON_LIMIT."""
+    """What a replayed delivery's span says: never the payload nor the injection's text."""
     response = delivered.response if delivered.error is None else None
     size = None
     if response is not None and response.injected:

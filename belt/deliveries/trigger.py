@@ -8,7 +8,7 @@ import copy
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -45,19 +45,16 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class TriggerReport:
-    """One trigger: what was sent, what came back, and what the platform would do with it;
-    its fields in the order ``to_json`` gives them, but the last two."""
+    """One trigger: what was sent, what came back, and what the platform would do with it."""
 
     event: str
     handler: str
-    in_process: bool = False
-    """True when the handler was a ``py:`` function, called rather than POSTed to."""
+    in_process: bool = False  # a py: function, called rather than POSTed to
     signed: bool
     payload: dict[str, object]
     status: int | None
     body: str
-    ok: bool = field(init=False)
-    """True when the handler answered 2xx with a valid LifecycleHookResponse."""
+    ok: bool = field(init=False)  # 2xx with a valid LifecycleHookResponse
     response: dict[str, object] | None
     error: str | None
     duration_ms: int
@@ -65,12 +62,9 @@ class TriggerReport:
     injection: str | None
     system: str | None
     transcript_row: HookContent | None
-    warnings: list[str] = field(default_factory=list)
-    """What the platform would ignore in the answer (its unknown keys)."""
-    traceback: str | None = None
-    """The traceback of what a ``py:`` handler raised (shown with ``-v``)."""
-    timeout: float = WEBHOOK_TIMEOUT_DEFAULT
-    """The seconds the handler had to answer, in all."""
+    warnings: list[str] = field(default_factory=list)  # unknown keys the platform ignores
+    traceback: str | None = None  # what a py: handler raised (shown with -v)
+    timeout: float = WEBHOOK_TIMEOUT_DEFAULT  # the seconds the handler had to answer, in all
 
     def __post_init__(self) -> None:
         self.ok = self.error is None
@@ -106,15 +100,34 @@ def _steps(path: str, option: str) -> list[str]:
     return steps
 
 
-def _step_into(node: Any, key: str, where: str, option: str) -> tuple[Any, str | int]:
-    """The container ``key`` names in ``node`` (an object's key, or a list's index)."""
-    if isinstance(node, dict):
-        return node, key
-    if isinstance(node, list):
-        if key.isascii() and key.isdigit() and int(key) < len(node):
-            return node, int(key)
-        raise InvalidInput(f"{option} {_shown(where)}: the list has no item {_shown(key)}")
-    raise InvalidInput(f"{option} {_shown(where)}: the value there is not an object or a list")
+def _walk(
+    payload: dict[str, object], steps: list[str], option: str, *, make: bool
+) -> tuple[Any, str | int]:
+    """The container and key a dotted path names (``make``: objects made on the way)."""
+    path, node = ".".join(steps), cast(Any, payload)
+    for number, key in enumerate(steps, start=1):
+        where = ".".join(steps[:number])
+        index: str | int = key
+        if isinstance(node, list):
+            if not (key.isascii() and key.isdigit() and int(key) < len(node)):
+                raise InvalidInput(f"{option} {_shown(where)}: the list has no item {_shown(key)}")
+            index = int(key)
+        elif not isinstance(node, dict):
+            raise InvalidInput(
+                f"{option} {_shown(where)}: the value there is not an object or a list"
+            )
+        elif not make and key not in node:
+            raise InvalidInput(f"{option} {_shown(path)}: the payload has no {_shown(where)}")
+        if number == len(steps):
+            break
+        if make and isinstance(node, dict) and not isinstance(node.get(key), (dict, list)):
+            if node.get(key) is not None:  # null (a sample's absent data) is made anew
+                raise InvalidInput(
+                    f"{option} {_shown(path)}: {_shown(where)} is not an object or a list"
+                )
+            node[key] = {}
+        node = node[index]
+    return node, index
 
 
 def set_value(payload: dict[str, object], assignment: str) -> None:
@@ -135,34 +148,14 @@ def set_value(payload: dict[str, object], assignment: str) -> None:
     except InvalidInput as exc:
         exc.hint = f"the value is JSON: a string is quoted, --set '{_shown(path)}=\"text\"'"
         raise
-    node: Any = payload
-    for number, key in enumerate(steps[:-1], start=1):
-        container, index = _step_into(node, key, ".".join(steps[:number]), "--set")
-        if isinstance(container, dict) and not isinstance(container.get(index), (dict, list)):
-            if container.get(index) is not None:  # null (a sample's absent data) is made anew
-                where = ".".join(steps[:number])
-                raise InvalidInput(
-                    f"--set {_shown(path)}: {_shown(where)} is not an object or a list"
-                )
-            container[index] = {}
-        node = container[index]
-    container, index = _step_into(node, steps[-1], path, "--set")
+    container, index = _walk(payload, steps, "--set", make=True)
     container[index] = value
 
 
 def unset_value(payload: dict[str, object], path: str) -> None:
     """Apply one ``--unset PATH``: the key at the dotted PATH is removed (it must be there)."""
-    steps = _steps(path, "--unset")
-    node: Any = payload
-    for number, key in enumerate(steps, start=1):
-        where = ".".join(steps[:number])
-        if isinstance(node, dict) and key not in node:
-            raise InvalidInput(f"--unset {_shown(path)}: the payload has no {_shown(where)}")
-        container, index = _step_into(node, key, where, "--unset")
-        if number == len(steps):
-            del container[index]
-            return
-        node = container[index]
+    container, index = _walk(payload, _steps(path, "--unset"), "--unset", make=False)
+    del container[index]
 
 
 def build_payload(
@@ -173,8 +166,7 @@ def build_payload(
     sets: Sequence[str] = (),
     unsets: Sequence[str] = (),
 ) -> dict[str, object]:
-    """The payload to send, checked as the wire shape: ``payload``, or ``event``'s sample with
-    ``data`` deep-merged in; then ``unsets`` removed and ``sets`` applied."""
+    """The payload to send: ``payload`` or ``event``'s sample with ``data``, then unsets, sets."""
     if payload is not None and data is not None:
         raise UsageError(
             "--payload is the whole payload and --data merges into the sample: give one"
@@ -221,8 +213,7 @@ def trigger(
     secret: str | None = None,
     timeout: float = WEBHOOK_TIMEOUT_DEFAULT,
 ) -> TriggerReport:
-    """Send a payload of ``event`` to ``to`` (a webhook URL, signed with ``secret`` when given, or
-    a ``py:`` handler) and explain the answer; the handler has ``timeout`` seconds in all."""
+    """Send a payload of ``event`` to ``to`` (a URL or a ``py:`` handler) and explain the answer."""
     if not 0 < timeout <= WEBHOOK_TIMEOUT_MAX:
         raise InvalidInput(
             f"--timeout {timeout:g}: expected more than 0 and at most {WEBHOOK_TIMEOUT_MAX} seconds"
@@ -303,9 +294,7 @@ def _in_process(spec: str, payload: dict[str, object], *, timeout: float) -> Web
 
 
 def failure(report: TriggerReport) -> BeltError:
-    """The error for a failed trigger, with a hint (``likely_fix``); its exit code by
-    ``remote_error``'s table: 6 only when nothing answered, 1 for a handler that took the request
-    and failed (a ``py:`` handler that raised or returned something else too)."""
+    """The error of a failed trigger, with a hint: exit 6 only when nothing answered, else 1."""
     failed = failure_of(report.error)
     if report.status is None and TIMED_OUT in (report.error or ""):
         hint = likely_fix(report.error, timeout=report.timeout) or (
@@ -332,8 +321,7 @@ def failure(report: TriggerReport) -> BeltError:
 
 
 def running_serve() -> tuple[Serve, int]:
-    """The running ``belt serve`` of this user started last, and how many others run;
-    Unreachable when none runs."""
+    """The running ``belt serve`` started last, and how many others run; else Unreachable."""
     if not (found := serves.running()):
         raise Unreachable(
             "no belt serve of yours is running, and --to does not name a handler",

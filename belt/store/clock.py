@@ -24,8 +24,7 @@ _RFC3339 = re.compile(
 _YEARS = (1970, 9000)
 """The years a virtual clock may show: room for the longest deadline after it, on any platform."""
 _DURATION = re.compile(r"(?:(\d{1,7})d)?(?:(\d{1,8})h)?(?:(\d{1,9})m)?(?:(\d{1,10})s)?", re.ASCII)
-DURATION_MAX = timedelta(days=3650)
-"""The most one move of a virtual clock may span (ten years)."""
+DURATION_MAX = timedelta(days=3650)  # the most one move of a virtual clock may span (ten years)
 
 
 def utcnow() -> datetime:

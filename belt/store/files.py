@@ -26,12 +26,9 @@ TEMP_SUFFIX = ".tmp"
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
 
 MiB = 1024 * 1024
-OBJECT_MAX = 64 * MiB
-"""The most bytes of one object file (or private file) belt reads."""
-LINE_MAX = 64 * MiB
-"""The most bytes of one line of a log or an index belt reads."""
-HEADER_MAX = 4096
-"""The most bytes of a line file's header line."""
+OBJECT_MAX = 64 * MiB  # the most bytes of one object file (or private file) belt reads
+LINE_MAX = 64 * MiB  # the most bytes of one line of a log or an index belt reads
+HEADER_MAX = 4096  # the most bytes of a line file's header line
 
 SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 """Added to every open of a store file: no link at its name is followed, no FIFO waited on."""

@@ -16,8 +16,7 @@ from pathlib import Path
 from belt.errors import InvalidInput
 from belt.store.files import SAFE_FLAGS, make_dirs
 
-LOCKS_KEPT = 64
-"""The most lock files a process keeps open; then those not held are closed."""
+LOCKS_KEPT = 64  # the most lock files a process keeps open; then those not held are closed
 
 
 def _open_lock_file(path: Path) -> int:

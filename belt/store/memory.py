@@ -19,8 +19,7 @@ from typing import BinaryIO
 from belt.store.files import HEADER_MAX, line_too_long
 from belt.store.store import MIGRATIONS, SCHEMA_VERSION, Migration, Store, check_id
 
-BASE = "memory:"
-"""What the paths of a memory store's records start with, in messages that name one."""
+BASE = "memory:"  # what the paths of a memory store's records start with, in messages that name one
 
 
 class MemoryStore(Store):

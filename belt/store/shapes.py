@@ -29,8 +29,7 @@ Kinds = tuple[type, ...]
 Shape = tuple[dict[str, Kinds], dict[str, Kinds]]
 """Required fields and optional fields, each with the types its value may have."""
 
-RECORDS: dict[str, object] = {}
-"""The TypedDict of each kind of record, as its owner registered it."""
+RECORDS: dict[str, object] = {}  # the TypedDict of each kind of record, as its owner registered it
 
 
 def record_shape(kind: str, record: object) -> None:

@@ -44,23 +44,18 @@ from belt.store.files import (
 from belt.store.locking import file_lock
 from belt.store.shapes import shape_problem
 
-SCHEMA_VERSION = 1
-"""The version of every file this belt writes; older files are migrated when read."""
+SCHEMA_VERSION = 1  # the version of every file this belt writes; older files are migrated when read
 
-Record = dict[str, object]
-"""A record as the store holds it: a JSON object, checked against its kind's shape when read."""
+Record = dict[str, object]  # a JSON object, checked against its kind's shape when read
 R = TypeVar("R", bound=Mapping[str, object])
 
 Migration = Callable[[Record], Record]
 
+# Steps by (kind, version) to the next version; a kind, "index:<name>" or "log:<name>". None yet.
 MIGRATIONS: dict[tuple[str, int], Migration] = {}
-"""Steps keyed by (kind, version), each turning data of that version into the next's; the kind
-is an object kind, ``"index:<name>"`` or ``"log:<name>"`` (per record). None yet."""
 
-PATHS_KEPT = 4096
-"""The most paths a store keeps made, for the records it reads and writes again and again."""
-FRESH_KEPT = 64
-"""How many records ``read_fresh`` keeps (a simulation polls a few: its run, its chat)."""
+PATHS_KEPT = 4096  # the most paths a store keeps made
+FRESH_KEPT = 64  # the most records ``read_fresh`` (or appends) keep
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 ID_RULE = "1 to 128 letters, digits, '_' or '-'"

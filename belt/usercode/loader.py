@@ -1,14 +1,10 @@
 """Loading a user's Python callable from a ``MODULE:FUNC`` reference.
 
-Shared by everything that calls user code; ``option`` names where the reference came from, so an
-error says which option to fix. Whatever a module's top-level code raises is an error naming it,
-``SystemExit`` included. Inside ``import_deadline(seconds)`` (``belt test``) an import runs in a
-thread of its own, waited for at most ``seconds``: one that does not finish is an error, left to
-run (Python cannot stop it), and every later import of it in the process is refused at once.
-
-belt's own heavy modules are imported inside ``collector_paused``: what they make lives as long
-as the process, so the garbage collector's passes over it find nothing to free (about a sixth of
-the CPU time of a `belt test` of one scenario).
+Whatever a module's top-level code raises (``SystemExit`` too) is an error naming the option it
+came from. Inside ``import_deadline(seconds)`` an import that does not finish in time is an error,
+left to run (Python cannot stop it), and refused at once ever after in the process. belt's own
+heavy imports run in ``collector_paused``: the GC's passes over what lives as long as the process
+would free nothing (a sixth of the CPU time of a one-scenario `belt test`).
 """
 
 from __future__ import annotations
@@ -33,29 +29,21 @@ from belt.errors import InvalidInput, NotFound, UsageError
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "belt_import_deadline", default=None
 )
+# Modules (by module_key) not imported again in this process (they overran their deadline here
+# or in the supervisor's template), with what their import did.
 _REFUSED: dict[str, str] = {}
-"""The modules (by ``module_key``) not imported again in this process, with what their import
-did the first time (``did not finish within 30 s``): one that overran its deadline here, or,
-in a worker process, one that did so in the process that preloads modules
-(``belt.usercode.supervisor``).
-"""
-
-
+# Dotted modules whose import returned: while in sys.modules they need no thread or deadline.
 _WHOLE: set[str] = set()
-"""The dotted modules whose import ``_guarded`` saw return: while they are in ``sys.modules``
-nothing of theirs runs again, so they are not given a thread and a deadline."""
 
 
 def module_key(reference: str) -> str:
-    """What ``MODULE:FUNC`` (or ``py:MODULE:FUNC``) is known by among the imports of the process:
-    the path of a file module, the name of a dotted one."""
+    """What ``MODULE:FUNC`` is known by: the path of a file module, the name of a dotted one."""
     module = reference.removeprefix("py:").partition(":")[0]
     return str(Path(module)) if is_file_reference(module) else module
 
 
 def refuse(key: str, reason: str) -> None:
-    """Refuse every later import of the module ``key`` (``module_key``) in this process, saying
-    what its import did (``did not finish within 30 s``)."""
+    """Refuse every later import of the module ``key`` in this process, saying why."""
     _REFUSED.setdefault(key, reason)
 
 
@@ -74,20 +62,17 @@ def import_deadline(seconds: float) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-_FROZE = False
-"""Whether ``collector_paused`` has frozen what the process holds (``frozen``)."""
+_FROZE = False  # whether ``collector_paused`` has frozen what the process holds (``frozen``)
 
 
 def frozen() -> bool:
-    """Whether what the process holds is frozen out of the garbage collector's passes (asked of
-    ``gc.get_freeze_count`` only when needed: it walks every frozen object, 6-9 ms)."""
+    """Whether the process's objects are frozen (``gc.get_freeze_count`` walks them: 6-9 ms)."""
     return _FROZE or gc.get_freeze_count() > 0
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while the block runs and, when it imported a module,
-    everything the process holds then frozen (``gc.freeze``); for belt's own imports only."""
+    """The garbage collector paused in the block, what it imported then frozen (belt's own)."""
     modules = len(sys.modules)
     collecting = gc.isenabled()
     gc.disable()
@@ -105,8 +90,7 @@ def collector_paused() -> Iterator[None]:
 def load_callable(
     spec: str, *, option: str = "--handler", root: str | None = None
 ) -> Callable[..., Any]:
-    """Import ``MODULE:FUNC`` (a dotted module, or a path to a .py file) and return the callable;
-    ``root`` is a directory a dotted module is imported from (a scenario's, ``locate_module``)."""
+    """Import ``MODULE:FUNC`` (a dotted module or a .py file), from ``root`` if given."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise UsageError(
@@ -136,8 +120,7 @@ def load_callable(
 
 
 def is_file_reference(module: str) -> bool:
-    """Whether the MODULE of ``MODULE:FUNC`` is a path to a file (``hooks.py``, ``lib/hooks``)
-    rather than a dotted module name."""
+    """Whether the MODULE of ``MODULE:FUNC`` is a path to a file, not a dotted name."""
     return module.endswith(".py") or "/" in module
 
 
@@ -146,8 +129,7 @@ def is_file_reference(module: str) -> bool:
 
 @dataclass(frozen=True)
 class Found:
-    """A file a document names, found: its path (absolute), and when it was found from the
-    current directory only, the warning that says how to spell it from the document's."""
+    """A file a document names: its absolute path, and a warning when found from the cwd only."""
 
     path: Path
     warning: str | None = None
@@ -156,8 +138,7 @@ class Found:
 def find_named_file(
     written: str, directory: Path, *, where: str, spell: Callable[[str], str] = str
 ) -> Found:
-    """The file ``written`` names in a document of ``directory`` (one found only from the
-    current directory with a warning, for one release); InvalidInput when found nowhere."""
+    """The file ``written`` names in a document of ``directory``; InvalidInput if none."""
     path = Path(written)
     if path.is_absolute():
         if path.is_file():
@@ -184,9 +165,7 @@ def find_named_file(
 
 
 def locate_module(module: str, directory: Path) -> tuple[Path | None, str | None]:
-    """Where a dotted module ``module`` is found in ``directory`` without importing anything:
-    (the file of a top-level module, None), (None, the directory) for a module of a package
-    there, or (None, None) when it is not there (it is imported as Python imports it)."""
+    """(a top-level module's file, None), (None, its package's directory) or (None, None)."""
     top = module.partition(".")[0]
     base = Path(os.path.abspath(directory))
     if "." not in module and (base / f"{top}.py").is_file():
@@ -194,8 +173,7 @@ def locate_module(module: str, directory: Path) -> tuple[Path | None, str | None
     return None, (str(base) if (base / top / "__init__.py").is_file() else None)
 
 
-_FILES: dict[str, tuple[tuple[int, int], Any]] = {}
-"""The modules imported from ``.py`` files, by real path, with the file's (mtime, size) then."""
+_FILES: dict[str, tuple[tuple[int, int], Any]] = {}  # by real path, with (mtime, size) then
 
 
 def _file_module(path: Path, option: str) -> Any:
@@ -250,8 +228,7 @@ def _guarded(load: Callable[[], Any], what: str, option: str) -> Any:
 
 
 def in_thread(func: Callable[[], Any], seconds: float, *, name: str) -> tuple[bool, Any] | None:
-    """``func()`` in a daemon thread waited for up to ``seconds``: (True, what it returned) or
-    (False, what it raised), None when it did not return in time (it is left to run)."""
+    """``func()`` in a daemon thread for ``seconds``: (ok, value), or None if still running."""
     outcome: list[tuple[bool, Any]] = []
 
     def run() -> None:
@@ -268,10 +245,9 @@ def in_thread(func: Callable[[], Any], seconds: float, *, name: str) -> tuple[bo
 
 def _failed(option: str, what: str, exc: BaseException) -> InvalidInput:
     """A module's top-level code exited or was interrupted on import: an error naming it."""
+    how = f"it raised {type(exc).__name__}"
     if isinstance(exc, SystemExit):
         how = f"it called sys.exit({exc.code!r})"
-    else:
-        how = f"it raised {type(exc).__name__}"
     return InvalidInput(f"{option}: importing {what} failed: {how}")
 
 
@@ -303,8 +279,7 @@ def _import_file(path: Path, option: str) -> Any:
 
 
 def asks_for(func: Callable[..., Any], model: type) -> bool:
-    """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass); a
-    string annotation that cannot be resolved is read by its bare name."""
+    """Whether the first parameter of ``func`` is annotated with ``model`` (or a subclass)."""
     # A callable object may not be hashable: then it is read each time.
     return (_asks_for if isinstance(func, Hashable) else _read_annotation)(func, model)
 

@@ -32,14 +32,10 @@ from typing import Any, NoReturn
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable, UsageError
 from belt.usercode import loader
 
-GRACE = 1.0
-"""Seconds a worker whose pipe to belt closed has to end on its own before belt ends it."""
-THREAD_GRACE = 0.5
-"""Seconds the threads a case started (not daemons) have to end once it returned."""
-POLL = 1.0
-"""Seconds between looks at the workers for one that was stopped (SIGSTOP)."""
-WORDS = 512
-"""Bytes of each worker's last words (why it ended, when it could say)."""
+GRACE = 1.0  # seconds a worker whose pipe to belt closed has to end on its own before belt ends it
+THREAD_GRACE = 0.5  # seconds the threads a case started (not daemons) have to end once it returned
+POLL = 1.0  # seconds between looks at the workers for one that was stopped (SIGSTOP)
+WORDS = 512  # bytes of each worker's last words (why it ended, when it could say)
 MESSAGE_MAX = 1 << 31
 """The most bytes one message from a worker may have: a longer one is not belt's."""
 
