@@ -30,15 +30,13 @@ class Declaration:
     """One checked declaration file."""
 
     path: str
-    dialect: str | None
-    """A ``belt.dialects`` name (a built-in one as ``Dialect``)."""
+    dialect: str | None  # a ``belt.dialects`` name (a built-in one as ``Dialect``)
     findings: Findings
     hooks: list[LifecycleHookConfig] = field(default_factory=list)
     lifecycle_hooks: LifecycleHooks | None = None
     shape: str = ""
     failure: ExitCode = ExitCode.INVALID_INPUT
-    count: int | None = None
-    """How many hooks a scenario of a dialect of its own declares."""
+    count: int | None = None  # how many hooks a scenario of a dialect of its own declares
 
     @property
     def ok(self) -> bool:
@@ -117,8 +115,7 @@ def read_declaration(path: str | Path) -> Any:
 
 
 def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
-    """Guess the built-in dialect of a decoded document from its shape: (dialect, shape).
-    (A dialect of its own declares its hooks in its scenario: docs/dialects.md.)"""
+    """Guess the built-in dialect of a decoded document from its shape: (dialect, shape)."""
     if isinstance(doc, list):
         return Dialect.PLATFORM, "array"
     if isinstance(doc, dict):
@@ -176,8 +173,7 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
 def _wrapped(
     doc: Mapping[str, object], key: str, rule: str, check: Callable[[Any], tuple[Findings, Any]]
 ) -> tuple[Findings, Any]:
-    """A document that holds one ``key``: any other key is named with ``rule``, then what
-    ``check`` finds in the value of ``key``."""
+    """A document of one ``key``: any other named with ``rule``, then ``check`` of its value."""
     findings = Findings()
     for extra in doc:
         if extra != key:

@@ -34,8 +34,7 @@ def resolve_path(file: str | Path | None) -> Path:
 
 @contextmanager
 def editing(path: Path) -> Iterator[Path]:
-    """Hold the edit lock of a declaration file (through any symlink); yield the real file.
-    The lock file is in the state directory, keyed by the real path."""
+    """Hold the edit lock of a declaration file (through any symlink); yield the real file."""
     target = Path(os.path.realpath(path))  # the file a symlink at ``path`` points to
     if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
         # A link (at the name, or a directory on the way) to nothing: writing would create the

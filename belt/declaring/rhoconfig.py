@@ -93,15 +93,13 @@ def configure_lifecycle_hooks(*, file: Path | None = None, api: str | None = Non
 
 
 def show_lifecycle_hooks() -> Configured:
-    """What rho's config file holds for the extension (``{}``, the default, when nothing is
-    stored); nothing is written."""
+    """What rho's config file holds for the extension (``{}`` when nothing is stored)."""
     stored = stored_lifecycle_hooks()
     return Configured(RHO_PLUGIN, stored.file, stored.configuration)
 
 
 def configure_through_api(api: str, configuration: dict[str, object]) -> Configured:
-    """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it
-    (through the backend ``--api`` chooses, as every other command reaches a platform)."""
+    """Read the whole declaration from a profile API, set its lifecycle_hooks, and write it."""
     with open_backend(api) as backend:
         try:
             declaration = backend.get_profile()

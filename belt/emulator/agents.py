@@ -1,8 +1,7 @@
 """The agents of ``belt serve``'s emulated chats: ad-hoc configs and template agent files.
 
-An application names its agent as the SDKs do: an ad-hoc ``agent_config`` with an ``agent_name``,
-or a template ref ``ns/name@version`` resolved from agent files (``belt serve --agents DIR``).
-Their hooks are checked with the rules of a declaration file.
+An application names its agent as the SDKs do: an ad-hoc ``agent_config``, or a template ref
+``ns/name@version`` resolved from agent files (``belt serve --agents DIR``).
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ from belt.wire.platform import GATE_TIMEOUT_MAX, LifecycleHookConfig
 from belt.wire.validate import is_int
 
 SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-REF = re.compile(rf"^{SEGMENT}(?:/{SEGMENT})?(?:@{SEGMENT})?$")
-"""A template ref: ``name``, ``ns/name``, either with ``@version``."""
+REF = re.compile(rf"^{SEGMENT}(?:/{SEGMENT})?(?:@{SEGMENT})?$")  # [ns/]name[@version]
 
 NAME_MAX = 200
 AGENT_SUFFIXES = (".toml", ".json")
@@ -48,8 +46,7 @@ class AgentDefinition:
     hooks: list[LifecycleHookConfig] = field(default_factory=list)
     tools: dict[str, ToolSetting] = field(default_factory=dict)
     ref: str | None = None
-    record: dict[str, object] = field(default_factory=dict)
-    """What the agent record keeps besides the hooks (core app, system prompt, tools)."""
+    record: dict[str, object] = field(default_factory=dict)  # what else its record keeps
 
 
 class AgentFileSpec(AgentSpec):
@@ -123,11 +120,8 @@ def agent_from_config(config: Any, name: Any) -> AgentDefinition:
         if key in config
     }
     prompt = config.get("system_prompt")
-    spec = AgentSpec(
-        id=agent_id_for(label),
-        name=label,
-        system_prompt=prompt if isinstance(prompt, str) else None,
-    )
+    prompt = prompt if isinstance(prompt, str) else None
+    spec = AgentSpec(id=agent_id_for(label), name=label, system_prompt=prompt)
     return AgentDefinition(label, spec, hooks, tools, None, record)
 
 
@@ -166,8 +160,7 @@ class AgentFiles:
     agents: dict[str, AgentDefinition] = field(default_factory=dict)
 
     def resolve(self, ref: Any) -> AgentDefinition:
-        """The agent a template ref names: ``ns/name@version`` is the file ``ns/name`` (else
-        ``name``) under the directory, ``.toml`` or ``.json``; the version is not looked at."""
+        """The agent of a template ref: file ``ns/name`` (else ``name``); no version looked at."""
         if not isinstance(ref, str) or not REF.fullmatch(ref):
             raise InvalidInput(
                 f"agent: expected a template ref namespace/name@version, got {describe(ref)}"

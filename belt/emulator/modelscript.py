@@ -1,8 +1,7 @@
 """Model scripts: what the model of ``belt serve``'s emulated chats answers, chosen by rules.
 
-There is no model offline: a model script (``belt serve --model FILE``, docs/emulator.md) gives
-scenario model turns under rules that match the user's text and the agent's name; the first that
-matches answers, else the plain model repeats the message.
+A model script (``belt serve --model FILE``, docs/emulator.md) gives scenario model turns under
+rules matching the user's text and agent name; the first match answers, else the plain model.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from belt.wire.platform import Strict
 from belt.wire.validate import Findings
 
 PLAIN_PREFIX = "You said: "
-PLAIN_LIMIT = 200
-"""The plain model repeats at most this many characters of the user's text."""
+PLAIN_LIMIT = 200  # characters of the user's text the plain model repeats at most
 
 
 class ModelRule(Strict):
@@ -87,10 +85,6 @@ def plain_reply(text: str) -> list[ModelTurnSpec]:
     return [ModelTurnSpec(say=PLAIN_PREFIX + said)]
 
 
-def _pattern(raw: str | None, path: str, findings: Findings) -> Matcher | None:
-    return None if raw is None else value_matcher(raw, path, findings)
-
-
 def compile_script(doc: Any, source: str) -> ModelScript:
     """Check a decoded model script and compile its rules; InvalidInput lists every problem."""
     if not isinstance(doc, dict):
@@ -102,8 +96,10 @@ def compile_script(doc: Any, source: str) -> ModelScript:
         where = f"rules[{index}]"
         if not rule.model and rule.error is None:
             findings.error(where, "give the model turns it answers with (model) or an error")
-        text = _pattern(rule.match, f"{where}.match", findings)
-        agent = _pattern(rule.agent, f"{where}.agent", findings)
+        text, agent = (
+            None if raw is None else value_matcher(raw, f"{where}.{key}", findings)
+            for key, raw in (("match", rule.match), ("agent", rule.agent))
+        )
         compiled.append(CompiledRule(index, text, agent, rule))
     rules = {f"rules[{i}]": rule for i, rule in enumerate(parsed.rules)}
     refuse(source, findings.problems + unreachable_models(rules, parsed.agents))

@@ -1,9 +1,7 @@
 """Running a tool's command under a total deadline and an output cap.
 
-A command gets its input on stdin and answers on stdout. Whatever it does, it costs belt at most
-its deadline and ``cap`` bytes of memory: output is read as it comes, with one clock for the
-whole run (not per read), and when the deadline passes or stdout grows past the cap, the whole
-process group is killed, so a child the command started cannot keep the pipes open.
+Whatever a command does, it costs belt at most its deadline (one clock for the whole run) and
+``cap`` bytes: past either, its whole process group is killed, so no child keeps the pipes open.
 """
 
 from __future__ import annotations
@@ -20,13 +18,10 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
-STDERR_KEEP = 4096
-"""How much of the end of stderr is kept to say why a command failed."""
+STDERR_KEEP = 4096  # bytes of the end of stderr kept to say why a command failed
 CHUNK = 65536
-ENVIRON_MAX = 1024 * 1024
-"""The most of a process's environment read to look for a mark (``stop_marked``)."""
-STOP_WAIT = 2.0
-"""Seconds ``stop_marked`` waits for the processes it killed to be gone."""
+ENVIRON_MAX = 1024 * 1024  # the most of a process's environment read to look for a mark
+STOP_WAIT = 2.0  # seconds ``stop_marked`` waits for the processes it killed to be gone
 
 
 @dataclass
@@ -48,12 +43,10 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 def run_bounded(
     args: list[str], data: bytes, *, timeout: float, cap: int, mark: tuple[str, str] | None = None
 ) -> Finished:
-    """Run ``args`` with ``data`` on stdin until it exits, ``timeout`` seconds pass, or its
-    stdout passes ``cap`` bytes; OSError when it cannot be started.
+    """Run ``args`` with ``data`` on stdin until it exits, ``timeout`` passes or stdout ``cap``.
 
-    ``mark`` (NAME, VALUE) is set in its environment, for ``stop_marked``; a marked command is
-    also killed by the kernel when the thread that started it dies (Linux).
-    """
+    OSError when it cannot start. ``mark`` (NAME, VALUE) goes in its environment (``stop_marked``)
+    and has the kernel kill it when the thread that started it dies (Linux)."""
     deadline = time.monotonic() + max(timeout, 0.001)
     env = None if mark is None else {**os.environ, mark[0]: mark[1]}
     process = subprocess.Popen(
@@ -149,9 +142,7 @@ def _dies_with(parent: int) -> Callable[[], None] | None:
 
 
 def stop_marked(name: str, value: str) -> int:
-    """Kill every process of this user that carries ``name=value`` in its environment (what
-    ``run_bounded`` set), scanning again until none is left or ``STOP_WAIT`` passes; returns how
-    many were killed (0 where ``/proc`` cannot say)."""
+    """Kill every process carrying ``name=value`` in its environment; how many (0: no /proc)."""
     needle = f"{name}={value}".encode()
     killed: list[int] = []
     until = time.monotonic() + STOP_WAIT
@@ -182,15 +173,13 @@ def _marked(needle: bytes) -> list[int]:
 
 
 def _running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a killed orphan its new parent has not
-    reaped yet runs no more)."""
+    """True while ``pid`` exists and is not a zombie (a killed orphan not reaped yet)."""
     fields = _proc(str(pid), "stat").rpartition(b")")[2].split()
     return bool(fields) and fields[0] != b"Z"
 
 
 def _proc(pid: str, name: str) -> bytes:
-    """``/proc/PID/NAME`` (its first ``ENVIRON_MAX`` bytes); empty when the process is gone or
-    another user's."""
+    """``/proc/PID/NAME`` (up to ``ENVIRON_MAX`` bytes); empty when gone or another user's."""
     with suppress(OSError), open(f"/proc/{pid}/{name}", "rb") as handle:
         return handle.read(ENVIRON_MAX)
     return b""

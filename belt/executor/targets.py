@@ -163,8 +163,7 @@ def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> To
 def call_function(
     func: Callable[..., Any] | None, task_input: Mapping[str, object], timeout: float
 ) -> ToolOutcome:
-    """Call a Python function with the input (``called``) in a thread of its own, waited for up
-    to ``timeout``: one that never returns times out and is left behind (Python cannot stop it)."""
+    """``called`` in a thread of its own, waited for up to ``timeout`` (then left behind)."""
     if func is None:
         return ToolOutcome(failure="no function to call")
     outcome: list[ToolOutcome] = []
@@ -177,8 +176,7 @@ def call_function(
 
 
 def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOutcome:
-    """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread;
-    whatever it raises is the tool's failure, and what it returns must be JSON belt can store."""
+    """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread."""
     argument: Any = task_input
     if asks_for(func, HookTaskInput):
         try:
@@ -204,8 +202,7 @@ async def _awaited(value: Awaitable[Any]) -> Any:
 
 
 def call_here(reference: str, task_input: Mapping[str, object], *, option: str) -> ToolOutcome:
-    """In a worker process of ``belt.usercode.supervisor``: import the ``py:`` tool ``reference``
-    and call it in this thread, with no deadline of its own (the supervisor ends the worker)."""
+    """Import the ``py:`` tool ``reference`` and call it here (in a supervisor's worker)."""
     try:
         func = load_callable(reference, option=option)
     except BeltError as exc:

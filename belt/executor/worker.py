@@ -64,8 +64,7 @@ class Worker:
         return final
 
     def serve_pending(self) -> list[HookTask]:
-        """One pass over the inbox: serve every waiting task of the tools this worker serves,
-        after releasing dead workers' claims and clearing finished tasks' markers."""
+        """One pass over the inbox: serve each waiting task of this worker's tools."""
         served = []
         for identity in pending_ids(self.store):
             task = get_task(self.store, identity)

@@ -66,8 +66,7 @@ def verify(
     now: int | None = None,
     tolerance: int = TOLERANCE_SECONDS,
 ) -> str:
-    """Check a request's signature headers with a ``whsec_`` secret or its decoded key: the
-    message id verified, else SignatureError saying what is wrong."""
+    """Check a request's signature headers; the message id, else SignatureError saying why."""
     key = secret_key(secret) if isinstance(secret, str) else secret
     lowered = {name.lower(): value for name, value in headers.items()}
     needed = {
@@ -77,8 +76,7 @@ def verify(
     if not msg_id or not stamp or not signature:
         missing = [name for name, value in needed.items() if not value]
         raise SignatureError(f"missing {', '.join(missing)} header(s)")
-    # int() would also take "+17_96053860", " 1796053860" or non-ASCII digits; the header is
-    # plain ASCII digits and nothing else.
+    # int() would also take "+17_96053860", " 1796053860" or non-ASCII digits.
     if not (stamp.isascii() and stamp.isdigit()) or len(stamp) > 12:
         raise SignatureError("webhook-timestamp is not a Unix time in seconds")
     timestamp = int(stamp)
@@ -90,8 +88,7 @@ def verify(
     offered = [entry for entry in signature.split() if entry.startswith("v1,")]
     if not offered:
         raise SignatureError("webhook-signature holds no v1 signature")
-    # Compare against every offered entry (a sum, not any()) so the time taken does not say
-    # which one matched.
+    # A sum, not any(): every entry is compared, so the time taken does not say which matched.
     if not sum(hmac.compare_digest(e.encode("ascii", "replace"), expected) for e in offered):
         raise SignatureError("webhook-signature does not match the body (wrong secret?)")
     return msg_id

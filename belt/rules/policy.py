@@ -1,8 +1,7 @@
 """Policy files: ordered rules that match hook payloads and decide what a hook answers.
 
-The format is documented in ``docs/policy.md``. A policy is checked completely when it is
-loaded, so a bad key or pattern is reported with its path before ``belt serve`` starts; matching
-then only runs precompiled patterns.
+The format is in ``docs/policy.md``. A policy is checked whole when loaded, each problem with its
+path; matching then only runs precompiled patterns.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ class Rule:
     turn_min: int | None = None
     turn_max: int | None = None
     arguments: ArgumentMatchers = ()
-    verdict: Verdict = field(init=False, repr=False, compare=False)
-    """What the rule answers, made once (the same object for every payload it matches)."""
+    verdict: Verdict = field(init=False, repr=False, compare=False)  # made once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.response, self.index, fixed=True))
@@ -71,15 +69,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A policy's answer to one payload, and the index of the rule that gave it (None: default);
-    for a ``--handler``'s answer, the keys it held that were ignored (``warnings``)."""
+    """A policy's answer to one payload and its rule's index (None: default), or a handler's."""
 
     response: LifecycleHookResponse
     rule: int | None
     warnings: tuple[str, ...] = ()
-    fixed: bool = False
-    """True when this is a policy's own verdict, the same object (and response) for every
-    payload it answers, so what it encodes to can be kept."""
+    fixed: bool = False  # a policy's own, the same object for every payload: its encoding kept
 
 
 @dataclass(frozen=True)
@@ -89,12 +84,11 @@ class Policy:
     source: str
     default: HookDecision
     rules: tuple[Rule, ...]
+    # Made once: the default's verdict, the rules that can match each event a rule names, and
+    # those that name none (all that can match an event none names).
     otherwise: Verdict = field(init=False, repr=False, compare=False)
-    """The default decision's verdict, made once."""
     by_event: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
-    """For each event a rule names, the rules that can match a payload of it, in order."""
     any_event: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
-    """The rules that name no event: all that can match a payload of an event none names."""
 
     def __post_init__(self) -> None:
         response = LifecycleHookResponse(decision=self.default)
