@@ -43,7 +43,8 @@ class BeltError(Exception):
     """Root of every error belt reports to a user (one line, no traceback without -v)."""
 
     exit_code: ExitCode = ExitCode.FAILURE
-    status: int | None = None  # the HTTP status of the remote answer it reports, if any
+    status: int | None = None
+    """The HTTP status of the remote answer this error reports (``remote_error``), if any."""
 
     def __init__(
         self,
@@ -56,11 +57,15 @@ class BeltError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.problems = problems or []  # every finding, one line each after the message
-        self.where = where  # the file, option or URL it is about, if known
+        self.problems = problems or []
+        """Every finding, one line each after the message (a file's or an answer's)."""
+        self.where = where
+        """The file (or option, or URL) the error is about, when one is known: ``--json``
+        errors carry it as ``where``."""
 
     def to_json(self) -> dict[str, object]:
-        """The error as ``--json`` prints it."""
+        """The error as ``--json`` prints it: its message, exit code, and where, hint and
+        problems when it has them."""
         document: dict[str, object] = {"error": self.message, "code": int(self.exit_code)}
         if self.where is not None:
             document["where"] = self.where
@@ -125,7 +130,10 @@ _STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
 
 def http_status(exc: BeltError) -> int:
     """The HTTP status a server answers ``exc`` with (500 for anything unmapped)."""
-    return next((status for kind, status in _STATUS_OF if isinstance(exc, kind)), 500)
+    for kind, status in _STATUS_OF:
+        if isinstance(exc, kind):
+            return status
+    return 500
 
 
 # How a remote's answer becomes an exit code, for every command that talks to one (--api,
@@ -157,8 +165,9 @@ REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] 
 def remote_error(
     status: int | None, message: str, *, problems: list[str] | None = None, hint: str | None = None
 ) -> BeltError:
-    """The error, by ``REMOTE_ANSWERS``, for a remote's answer of HTTP ``status`` (None: nothing
-    answered) that is not the success asked for; the status is added to ``message`` if missing."""
+    """The error for a remote's answer of HTTP ``status`` (None: nothing answered) that is not
+    the success asked for, by ``REMOTE_ANSWERS``; ``message`` names the URL, and the status
+    when it does not is added to it."""
     if status is not None and f"HTTP {status}" not in message:
         message = f"{message} (HTTP {status})"
     kind = next(

@@ -1,5 +1,6 @@
-"""Holds and resumes: a held run goes on once what holds it is settled, by its scenario's
-resolutions, by time passing (``[[turns.wait]]``), or, with ``--wait``, by anyone."""
+"""Holds and resumes: a held run goes on once what holds it is settled, by the resolutions its
+scenario scripts, by time passing on the simulation's clock (``[[turns.wait]]``), or, with
+``--wait``, by anyone while this process stays at its gates."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from belt.wire.enums import AgentRunState
 if TYPE_CHECKING:
     from belt.engine.simulation import Simulation
 
-GATE_POLL = 0.1  # seconds between two looks at a waiting run's gates
-LEASE_RENEWAL = 10.0  # seconds between two renewals of a waited-on run's lease
+GATE_POLL = 0.1
+"""Seconds between two looks at a waiting run's gates (each look reads only that run's)."""
+LEASE_RENEWAL = 10.0
+"""Seconds between two renewals of the lease of a run this process waits on."""
 
 
 class Holds:
@@ -29,7 +32,8 @@ class Holds:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.waited: dict[int, int] = {}  # per turn, the ``[[turns.wait]]`` used
+        self.waited: dict[int, int] = {}
+        """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
 
     def go_on(self, execution: Execution) -> None:
         """A held run goes on: working again, it occupies its chat (it stays tagged as held)."""
@@ -45,8 +49,9 @@ class Holds:
         self.sim.update_sim(status=SimStatus.RUNNING.value)
 
     def catch_up(self, execution: Execution) -> None:
-        """Move the virtual clock on to when the run's gates were settled, if later (a sweep
-        ``--at T`` settles at T, and what the run does next is dated no earlier)."""
+        """Move the virtual clock on to the time the run's gates were settled, when that is
+        later than the clock: a sweep ``--at T`` (or a server on its own clock) settles a gate
+        at T, and what the run does next is dated no earlier than its settlement."""
         if self.sim.clock is None or execution.run is None:
             return
         settled = last_settled(store=self.sim.store, run_id=execution.run.id)
@@ -59,7 +64,8 @@ class Holds:
         return self.sim.options.wait and self.sim.dialect.waits_for_gates
 
     def settle_scripted(self, execution: Execution) -> bool:
-        """Resolve a run's gates by its turn's ``[[turns.resolve]]``; True when none is pending."""
+        """Resolve the gates a run waits at with the resolutions its scenario turn scripts
+        (``[[turns.resolve]]``); True when none is left pending (False when none is scripted)."""
         specs = self.sim.turn_doc(execution.turn_index).get("resolve") or []
         if not specs or execution.run is None:
             return False
@@ -87,8 +93,8 @@ class Holds:
         return not pending_for_run(store=self.sim.store, run_id=execution.run.id)
 
     def wait_out(self, execution: Execution) -> bool:
-        """Let time pass as the turn's ``[[turns.wait]]`` says, sweeping overdue gates; True when
-        none is left pending."""
+        """Let time pass while a run holds, as its scenario turn says (``[[turns.wait]]``), each
+        wait then sweeping the run's overdue gates; True when none of them is left pending."""
         waits = self.sim.turn_doc(execution.turn_index).get("wait") or []
         if execution.run is None or self.sim.clock is None:
             return False

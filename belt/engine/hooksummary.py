@@ -1,5 +1,10 @@
-"""The closing summary of a run's hook calls: how many were made and failed, and how each
-failure was counted (allow, or deny when fail-closed), by handler, from ``hook.executed`` records.
+"""The closing summary of a run's hook calls: how many were made, how many failed, and how each
+failure was counted, by handler.
+
+The platform's semantics stay as they are (a failed webhook counts as allow, or as deny on a
+gate-able event with ``--fail-closed``); the summary is how belt says so out loud. It is read
+from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, ``sim resume``,
+``sim show`` and ``belt test`` all say the same thing.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from belt.records.runs import run_events
 if TYPE_CHECKING:
     from belt.store import Store
 
-FAILURES_SHOWN = 50  # failed calls listed one by one (the counts are always whole)
+FAILURES_SHOWN = 50
+"""How many failed calls the summary lists one by one (the counts are always whole)."""
 ERROR_CHARS = 300
+"""How much of an error the summary keeps."""
 
 HOOK_FAILURE_HINT = (
     'name each with an expectation on its error (event = ..., error = "..."), or put '
     'hook_errors = "allow" at the top of the scenario'
 )
+"""What a ``belt test`` scenario whose hook calls failed unnamed can do about it."""
 
 
 def counted_as(record: Mapping[str, Any]) -> str:
@@ -31,14 +39,16 @@ def counted_as(record: Mapping[str, Any]) -> str:
 
 
 def answer_warnings(record: Mapping[str, Any]) -> list[str]:
-    """What a handler's answer asked for that was not done: unknown keys, a decision its event
-    cannot take (none for a failed call or an async hook)."""
+    """What a handler's answer asked for that was not done: its unknown keys (ignored) and a
+    decision its event cannot take (ignored: the agent goes on). None for a call that failed,
+    or for an async hook, whose decision never takes effect."""
     if record.get("error") or record.get("async"):
         return []
     warnings = [str(w) for w in record.get("warnings") or []]
     decision = record.get("decision")
     event = str(record.get("hook_event") or "")
-    # A gate's suspend is how a gate works; only an answer's can be one the event cannot take.
+    # A gate's suspend is how a gate works; only an answer's decision can be one the event
+    # cannot take.
     if (
         record.get("handler_type") == "webhook"
         and decision

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 OPEN_TOOL_STATES = frozenset({"pending", "in_progress", "awaiting_approval", "awaiting_input"})
+"""Tool invocation states a stopped run's tool calls are cancelled from."""
 
 
 def record_simulation(
@@ -112,7 +113,8 @@ def record_simulation(
 
 
 def refuse_pending(store: Store, run_id: str, waits: str) -> None:
-    """Conflict while the run has pending interrupts (``waits``: for what, ``{n}``: how many)."""
+    """Conflict (exit 4) while the run has pending interrupts; ``waits`` says for what, with
+    ``{n}`` for how many."""
     if pending := pending_for_run(store=store, run_id=run_id):
         ids = ", ".join(i["id"] for i in pending)
         raise Conflict(
@@ -130,7 +132,8 @@ def sim_of_run(store: Store, run_id: str) -> Sim:
 
 
 def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
-    """The last run of a simulation whose process died between two runs, else None."""
+    """The last run of a simulation whose process died between two runs (still ``running``, its
+    last run ended, its process gone), else None: ``belt sim resume`` of it goes on."""
     last = last_run_ended(store, sim)
     return None if last is None or leases.holder_alive(last.get("lease")) else str(last["id"])
 
@@ -239,7 +242,8 @@ def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], lis
 
 
 def reload_located(store: Store, sim: Sim) -> dict[int, Located]:
-    """Where the simulation's in-process hooks load from, by index, as stored privately."""
+    """Where the simulation's in-process hooks load from, by index, as stored privately: a run
+    resumed from another directory loads the files of the scenario's."""
     try:
         private = read_hooks(store, sim["id"])
     except NotFound:

@@ -54,6 +54,13 @@ def _parse_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_int=_parse_int, parse_float=_parse_float
+)
+"""What ``decode`` parses with (``json.loads`` with these hooks would make one on every call;
+a decoder keeps no state between documents)."""
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) < len(pairs):
@@ -66,14 +73,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
-# Made once: json.loads with these hooks makes a decoder per call, and a decoder keeps no state.
-_HOOKS: Any = {
-    "parse_constant": _refuse_constant,
-    "parse_int": _parse_int,
-    "parse_float": _parse_float,
-}
-_DECODER = json.JSONDecoder(**_HOOKS)
-_UNIQUE_DECODER = json.JSONDecoder(**_HOOKS, object_pairs_hook=_unique_keys)
+_UNIQUE_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant,
+    parse_int=_parse_int,
+    parse_float=_parse_float,
+    object_pairs_hook=_unique_keys,
+)
+"""``_DECODER`` that also refuses an object repeating a key, for the documents users write."""
 
 
 def _depth_error() -> StrictJSONError:
@@ -100,7 +106,9 @@ def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
             raise StrictJSONError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     else:
         text = data
-        _refuse_surrogate(text, "holds")
+        if (raw := _SURROGATE.search(text)) is not None:
+            shown = _escaped(raw.group())
+            raise StrictJSONError(f"holds a lone surrogate {shown} (not Unicode text)")
     if nesting_depth(text) > MAX_DEPTH:
         raise _depth_error()
     try:
@@ -118,7 +126,8 @@ def decode_toml(text: str) -> dict[str, Any]:
     """Parse a TOML document with the same refusals as ``decode``; TOMLDecodeError for syntax."""
     import tomllib  # noqa: PLC0415 - TOML input only
 
-    _refuse_surrogate(text, "holds")
+    if (raw := _SURROGATE.search(text)) is not None:
+        raise StrictJSONError(f"holds a lone surrogate {_escaped(raw.group())} (not Unicode text)")
     try:
         document = tomllib.loads(text, parse_float=_parse_float)
     except RecursionError:
@@ -142,14 +151,14 @@ def check_value(value: Any) -> None:
                 raise _depth_error()
             for key, child in item.items():
                 if isinstance(key, str):
-                    _refuse_surrogate(key, "a string holds")
+                    _check_string(key)
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             if depth >= MAX_DEPTH:
                 raise _depth_error()
             stack.extend((child, depth + 1) for child in item)
         elif isinstance(item, str):
-            _refuse_surrogate(item, "a string holds")
+            _check_string(item)
         elif isinstance(item, float) and not math.isfinite(item):
             raise StrictJSONError(f"{item!r} is not a JSON number (refused)")
         elif isinstance(item, int) and not isinstance(item, bool):
@@ -157,7 +166,11 @@ def check_value(value: Any) -> None:
                 raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits")
 
 
-def _refuse_surrogate(text: str, holder: str) -> None:
+def _check_string(text: str) -> None:
     if (found := _SURROGATE.search(text)) is not None:
-        shown = f"\\u{ord(found.group()):04x}"
-        raise StrictJSONError(f"{holder} a lone surrogate {shown} (not Unicode text)")
+        shown = _escaped(found.group())
+        raise StrictJSONError(f"a string holds a lone surrogate {shown} (not Unicode text)")
+
+
+def _escaped(char: str) -> str:
+    return f"\\u{ord(char):04x}"

@@ -1,4 +1,6 @@
-"""Executions in the store: one entry per input a Nexus simulation executed."""
+"""Executions in the store: one entry per input a Nexus simulation executed (kind
+``execution``, id ``<sim id>-<turn>``), listed in turn order by the ``sim-executions`` index.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +26,11 @@ class ExecutionEntry(TypedDict):
     conversation_id: NotRequired[str | None]
     input_message_id: NotRequired[str | None]
     hooks: NotRequired[Any]
+    """The lifecycle hooks the execution captured, in wire form."""
     approval_mode: NotRequired[str | None]
     profile: NotRequired[Any]
-    """Where its hooks came from (a profile's revision, the scenario, a run it regenerates)."""
+    """Where those hooks came from (the stored profile's revision, the scenario, a run it
+    regenerates)."""
 
 
 record_shape(EXECUTION, ExecutionEntry)
@@ -51,7 +55,7 @@ def read_execution(store: Store, sim_id: str, turn: int) -> ExecutionEntry:
 
 
 def execution_recorded(store: Store, sim_id: str, turn: int) -> bool:
-    """True once a simulation's execution has its entry."""
+    """True once a simulation's execution has its entry (a process killed as it began has none)."""
     return store.get(EXECUTION, execution_id(sim_id, turn)) is not None
 
 

@@ -1,5 +1,6 @@
-"""The inspector's page and its JSON API under ``/inspector/`` (docs/inspector.md): every view of
-the page is a route, in the platform's envelope and problem+json."""
+"""The inspector's page and its JSON API under ``/inspector/`` (docs/inspector.md lists the routes),
+built on the first request: every view of the page is a route, so a script gets what it shows.
+Answers use the platform's envelope and problem+json; who may ask is the server's guard's."""
 
 from __future__ import annotations
 
@@ -67,11 +68,12 @@ API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 TICK = 0.25
 """Seconds at least between two looks at the store while a page is connected to the stream."""
 FALLBACK = 1.0
-"""Seconds after which the stream looks unwoken (another process's writes send no signal)."""
+"""Seconds after which the stream looks at the store although no write in this process woke it
+(another process's writes send no signal)."""
 HEARTBEAT = 15.0
-"""Seconds of quiet after which the stream sends a heartbeat line."""
+"""Seconds of quiet after which the stream sends a heartbeat line (a dead peer shows up)."""
 STREAM_SECONDS = 600.0
-"""A stream ends after this long (the page opens another)."""
+"""A stream ends after this long (the page opens another), so none is held forever."""
 
 
 @cache
@@ -123,12 +125,9 @@ class Inspector:
         """GET /inspector/deliveries: the newest deliveries that pass the filters."""
         params = request.query_params
         filters = check_filters(dict(params))
-        limit = params.get("limit", "100")
-        if not limit.isdigit() or len(limit) > 6:
-            raise InvalidInput(f"limit: expected a whole number, got {limit!r}")
-        return await run_in_threadpool(
-            self.deliveries.query, filters, limit=int(limit), before=params.get("before") or None
-        )
+        limit = _whole(params.get("limit", "100"), "limit")
+        before = params.get("before") or None
+        return await run_in_threadpool(self.deliveries.query, filters, limit=limit, before=before)
 
     async def replay(self, request: Request) -> Any:
         """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
@@ -156,7 +155,8 @@ class Inspector:
             chosen = {"run": run, "source": "sim"}
         if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
             raise InvalidInput("filter: expected an object of strings")
-        # As `belt replay RUN_ID`: only webhooks have a handler to send a payload to.
+        # Gate, task and builtin hook runs have no handler to send a payload to: as `belt
+        # replay RUN_ID` does, a run or a filter replays the webhook deliveries.
         return [
             entry
             for entry in self.deliveries.select(check_filters(chosen), limit=REPLAY_MAX)
@@ -178,7 +178,8 @@ class Inspector:
         return WebhookResult(status, "", response, error, ms)
 
     async def scenario(self, request: Request) -> Response:
-        """POST /inspector/scenario: a delivery (``id`` or ``payload``) kept as a test scenario."""
+        """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
+        ``belt test`` scenario sent to ``target``, expecting ``expect``."""
         body = await read_json_object(request)
         target = parse_target(body.get("target"))
         base = str(request.base_url)
@@ -212,7 +213,8 @@ class Inspector:
         )
 
     async def resolve(self, request: Request) -> Any:
-        """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; 409 saying by whom."""
+        """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
+        this was its last pending gate. A gate settled already is a 409 saying by whom."""
         interrupt_id = request.path_params["interrupt_id"]
         body = await read_json_object(request)
         try:
@@ -240,7 +242,9 @@ class Inspector:
         return {"interrupt": dto, "run": run}
 
     async def _continue(self, run_id: str) -> None:
-        # As `belt serve --resume`; an emulated chat's run is the agent routes' worker's.
+        # Continued as `belt serve --resume` continues a run whose gates are all settled; an
+        # emulated chat's run is continued by the agent routes' own worker (one thread of this
+        # server, never two, continues it) within a quarter of a second.
         try:
             tried = await run_in_threadpool(resume_if_settled, self.store, run_id, emulated=False)
         except Exception as exc:  # the server stays up; the line says what went wrong
@@ -249,8 +253,9 @@ class Inspector:
             self.report({"kind": "resume", "at": now_iso(), **tried})
 
     async def stream(self, request: Request) -> Response:
-        """GET /inspector/stream: NDJSON lines saying what changed, until the server stops
-        (STOPPING in the scope, or an embedder's ``app.state.stopping``)."""
+        """GET /inspector/stream: NDJSON lines saying what changed in the store, until the server
+        stops (``belt serve`` marks the scope with STOPPING; an embedder sets
+        ``app.state.stopping``)."""
         embedder = getattr(request.app.state, "stopping", None)
 
         def stopping() -> bool:
@@ -268,7 +273,9 @@ class Inspector:
             yield line({"type": "hello", "areas": list(areas)})
             began = last = time.monotonic()
             while time.monotonic() - began < STREAM_SECONDS:
-                await wake.wait_async(FALLBACK)  # then a tick more: a burst is one look
+                # Woken by a write in this process, or a look at the fallback rate for other
+                # processes' writes; then a tick more, so a burst of writes is one look.
+                await wake.wait_async(FALLBACK)
                 if stopping():
                     return
                 await asyncio.sleep(TICK)
@@ -297,6 +304,12 @@ def watched_areas(store: Store) -> dict[str, Signals]:
     for signals in areas.values():
         signals.moved()
     return areas
+
+
+def _whole(value: str, name: str) -> int:
+    if not value.isdigit() or len(value) > 6:
+        raise InvalidInput(f"{name}: expected a whole number, got {value!r}")
+    return int(value)
 
 
 def build(
