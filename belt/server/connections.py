@@ -1,30 +1,12 @@
-"""The slow-client defence of ``belt serve``: deadlines for a request's head and body, and a cap
-on the connections held.
+"""The slow-client defence of ``belt serve``, which uvicorn lacks: deadlines for a request's head
+and body, and a cap on the connections held.
 
-uvicorn closes a kept-alive connection that sits idle (``timeout_keep_alive``) and refuses a
-request head above 16 KiB (h11's limit), but it has no deadline for a request head: a client
-that sends its head a byte at a time (slowloris), or connects and sends nothing, holds a file
-descriptor for ever, and ``limit_concurrency`` answers whole requests 503 rather than closing
-the slow connections that fill the server. So:
-
-- Each request has ``body_timeout`` seconds from its head to the end of its body: a body that
-  comes too late has its connection closed, without an answer (the client is still sending),
-  and the app is told the client left (``BODY_LATE`` in the scope says why).
-  ``SlowClientGuard`` (pure ASGI middleware) learns when the body is in by wrapping
-  ``receive``; under another server than belt's it keeps the deadline itself.
-- ``GuardedConnection``, the ``http`` protocol class uvicorn is given, gives each connection
-  ``header_timeout`` seconds, from its start or from its first byte after a response, to send a
-  whole request head, watches the body deadline, and holds at most ``max_connections``
-  connections: at the cap, the connection that has waited longest without a complete request
-  (head and body) is closed to make room, so clients that send whole requests are served while
-  slow ones take turns.
-
-``GuardedConnection`` is not a subclass: it holds uvicorn's own h11 protocol (``http="h11"``),
-made with the arguments uvicorn's server gives any ``http`` class, and passes it every call of
-asyncio's protocol interface, reading none of its state. What it needs to know of requests it
-learns from the middleware: the middleware puts its ``Connections`` in the ASGI lifespan state
-at start-up, uvicorn hands that state to each connection's protocol, and the protocol adds
-itself to the state its requests carry (``scope["state"]``).
+``GuardedConnection``, the ``http`` protocol class uvicorn is given, wraps uvicorn's own h11
+protocol (passing on every call, reading none of its state): each connection has
+``header_timeout`` seconds to send a whole head and ``body_timeout`` more for its body, and at
+``max_connections`` the one waiting longest without a complete request is closed. It learns of
+requests from ``SlowClientGuard`` (ASGI middleware, which keeps the body deadline itself under
+another server) through the lifespan state and ``scope["state"]``.
 """
 
 from __future__ import annotations
@@ -47,21 +29,14 @@ HEADER_TIMEOUT = 10.0
 
 BODY_TIMEOUT = 30.0
 """Seconds a client has, once its request head is in, to send the whole body (1 MiB at most)."""
-
 IDLE_TIMEOUT = 5
 """Seconds a kept-alive connection may sit idle between requests (uvicorn's keep-alive)."""
-
 MAX_CONNECTIONS = 1000
 """Connections held at once by one server process, unless the open-file limit is lower."""
-
 BACKLOG = 64
 """The listen queue; asyncio also accepts up to this many connections in one go."""
-
 FD_RESERVE = 3 * BACKLOG + 64
-"""File descriptors kept free: a few accept batches (asyncio accepts a batch each loop turn,
-and a connection can be closed only turns later), and the store, handlers and the listening
-socket."""
-
+"""File descriptors kept free: a few accept batches, the store, handlers and the socket."""
 LIMITS = "belt.connections"
 """The key of a server's ``Connections`` in the lifespan state."""
 CONNECTION = "belt.connection"
@@ -90,17 +65,12 @@ class Connections:
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.held: set[GuardedConnection] = set()
-        self.waiting: dict[GuardedConnection, None] = {}
-        """Connections without a complete request, longest waiting first."""
-        self.arriving = 0
-        """Requests whose first bytes have come and whose app has not started (the journal
-        waits for their lines while there are some)."""
+        self.waiting: dict[GuardedConnection, None] = {}  # no complete request; oldest first
+        self.arriving = 0  # requests whose bytes came but whose app has not started
         SERVERS.add(self)
 
     def stopping(self) -> None:
-        """Tell each request in progress that the server begins to stop (``STOPPING`` in its
-        scope): a stream that never ends by itself ends when it sees it, instead of holding
-        the graceful stop until its client leaves."""
+        """Mark each request in progress ``STOPPING`` (an endless stream then ends)."""
         for connection in self.held:
             if connection.scope is not None:
                 connection.scope[STOPPING] = True
@@ -118,13 +88,10 @@ def server_stopping() -> None:
 
 
 class GuardedConnection(asyncio.Protocol):
-    """One connection: uvicorn's h11 protocol with the request deadlines and the cap (see the
-    module's text). Without a ``SlowClientGuard`` in the app it only passes calls on.
+    """One connection: uvicorn's h11 protocol with the request deadlines and the cap.
 
-    A connection has one deadline at a time, the head's or, once the head is in, the body's,
-    watched by one timer that is not remade for each request: a timer due before the deadline
-    (a request came in time and the next one is awaited) looks again at the deadline then, so
-    a kept-alive client sending whole requests costs no timer per request."""
+    One deadline at a time (the head's, then the body's), watched by one timer that is not
+    remade per request: due early, it looks again at the deadline then."""
 
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], **options: Any):
         self.limits: Connections | None = app_state.get(LIMITS)
@@ -135,21 +102,13 @@ class GuardedConnection(asyncio.Protocol):
             **options,
         )
         self.transport: asyncio.Transport | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        """The loop the connection was made in (asking for it costs a system call on every
-        request: the running loop's check of the process id)."""
-        self.deadline: float | None = None
-        """When the request head, or its body, must be in by (loop time); None while neither is
-        awaited."""
+        self.loop: asyncio.AbstractEventLoop | None = None  # asked once: each ask is a syscall
+        self.deadline: float | None = None  # loop time the head or body is due; None: neither
         self.timer: asyncio.TimerHandle | None = None
-        self.scope: Scope | None = None
-        """The request in progress, from its app's start to its end."""
-        self.heard = False
-        """Whether bytes came while the app had the request (the next request's, perhaps)."""
-        self.heard_next = False
-        """Whether they came once its body was all in: the next request's, surely."""
-        self.arriving = False
-        """Whether this connection's next request is counted in ``Connections.arriving``."""
+        self.scope: Scope | None = None  # the request its app has
+        self.heard = False  # bytes came while the app had the request
+        self.heard_next = False  # ... once its body was in: the next request's
+        self.arriving = False  # counted in Connections.arriving
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Take the connection, making room at the cap; start its head deadline."""
@@ -184,7 +143,7 @@ class GuardedConnection(asyncio.Protocol):
         self.http.data_received(data)
 
     def eof_received(self) -> None:
-        """Pass it on (uvicorn's protocol keeps the transport open, so a reply can still go)."""
+        """Pass it on."""
         self.http.eof_received()
 
     def pause_writing(self) -> None:
@@ -203,8 +162,7 @@ class GuardedConnection(asyncio.Protocol):
         self.http.connection_lost(exc)
 
     def request_started(self, scope: Scope, *, body_timeout: float | None) -> None:
-        """A request's head is in: its body, if one is to come (``body_timeout`` seconds), is
-        awaited now; without one the request is complete."""
+        """A request's head is in: its body is awaited for ``body_timeout`` (None: no body)."""
         self.scope = scope
         self.heard = self.heard_next = False
         if self.arriving:
@@ -217,8 +175,7 @@ class GuardedConnection(asyncio.Protocol):
             self.watch(body_timeout)
 
     def receiving(self, scope: Scope, receive: Receive) -> Receive:
-        """``receive`` of the request of ``scope``, which ends its body deadline once the whole
-        body is in (or the client has left)."""
+        """``receive`` of ``scope``'s request, ending its body deadline once the body is in."""
 
         async def receiving() -> Message:
             message = await receive()
@@ -231,8 +188,7 @@ class GuardedConnection(asyncio.Protocol):
         return receiving
 
     def request_ended(self, scope: Scope) -> None:
-        """The app is done with ``scope``: the connection waits for its next request (uvicorn's
-        keep-alive bounds the idle time until its first byte)."""
+        """The app is done with ``scope``: the connection waits for its next request."""
         if self.scope is not scope:
             return  # the next request (pipelined) has begun
         self.scope = None
@@ -253,8 +209,7 @@ class GuardedConnection(asyncio.Protocol):
             self.limits.waiting.pop(self, None)
 
     def drop(self) -> None:
-        """Close this connection now (no request in progress, or one whose body is not all in:
-        its app is told the client left)."""
+        """Close this connection now (a request whose body is not in is told the client left)."""
         if self.scope is not None and self.deadline is not None:
             self.scope[BODY_LATE] = True
         self.forget()
@@ -276,8 +231,7 @@ class GuardedConnection(asyncio.Protocol):
             self.timer = loop.call_at(self.deadline, self.deadline_due)
 
     def deadline_due(self) -> None:
-        """The timer is due: drop the connection if its deadline has passed, else look again
-        at the deadline (set since the timer was)."""
+        """Drop the connection if its deadline has passed, else wait for the later deadline."""
         self.timer = None
         if self.deadline is None:
             return
@@ -307,7 +261,7 @@ class GuardedConnection(asyncio.Protocol):
 
 class SlowClientGuard:
     """Pure ASGI middleware: the body deadline, and what ``GuardedConnection`` learns of each
-    request (see the module's text)."""
+    request."""
 
     def __init__(self, app: ASGIApp, connections: Connections) -> None:
         self.app = app
@@ -339,8 +293,7 @@ class SlowClientGuard:
 
     @staticmethod
     def bounded(scope: Scope, receive: Receive, timeout: float) -> Receive:
-        """``receive`` that tells the app the client left once ``timeout`` seconds have passed
-        without the whole body (``BODY_LATE`` in the scope)."""
+        """``receive`` that says the client left (``BODY_LATE``) past ``timeout`` seconds."""
         deadline = asyncio.get_running_loop().time() + timeout
         body_in = False
 
@@ -363,9 +316,8 @@ class SlowClientGuard:
 def accept_errors(
     report: Callable[[str], None], quiet: float = 5.0
 ) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
-    """An event-loop exception handler: one line per burst of refused connections (failures
-    less than ``quiet`` seconds apart), where asyncio's accept loop, out of file descriptors,
-    logs a traceback for each; anything else goes to the default handler."""
+    """An event-loop exception handler: one line per burst (gaps under ``quiet`` s) of accepts
+    failed for lack of file descriptors, in place of a traceback each."""
     last = float("-inf")
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -1,10 +1,7 @@
 """Running the app under uvicorn: listening checks, the socket, and a clean stop.
 
-On Ctrl-C (SIGINT) or SIGTERM the server stops taking connections and gives the requests still
-open ``--grace`` seconds to end; uvicorn then cancels those left, and ``StopCutOff`` answers each
-503, says so on one live line and journals a hook request as not answered, where uvicorn would
-log a traceback (``QuietStop`` keeps its own lines about the cancellation out). The run ends
-with the signal raised again (``belt.server.stopping``).
+At Ctrl-C or SIGTERM the requests still open get ``--grace`` seconds; those uvicorn then cancels
+``StopCutOff`` answers 503 on one live line (a hook's journalled), in place of a traceback.
 """
 
 from __future__ import annotations
@@ -63,8 +60,7 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    # With the protocol named, asyncio sets TCP_NODELAY on accepted connections (it skips
-    # sockets whose proto is 0), so a response's head and body are not held by Nagle.
+    # With the protocol named, asyncio sets TCP_NODELAY on accepted connections (not Nagle).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -82,8 +78,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 MIN_SWEEP_INTERVAL = 0.1
 SHUTDOWN_GRACE = 1.0
-"""Seconds the requests still open at Ctrl-C or SIGTERM get to end before they are cut off
-(``--grace``)."""
+"""Seconds the requests still open at a stop get to end before they are cut off (``--grace``)."""
 
 
 def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
@@ -123,9 +118,7 @@ def serve(
     otlp: str | None = None,
     trace_file: Path | None = None,
 ) -> None:
-    """Refuse options that could not serve anyone, load the decider, listen, and serve until
-    Ctrl-C or SIGTERM (``run_until_stopped``); ``workers`` above 1 are that many processes of
-    ``create_served_app_from_env`` on one socket, configured by the same ``BELT_SERVE_*``."""
+    """Check the options, load the decider, listen, and serve until Ctrl-C or SIGTERM."""
     if sum(option is not None for option in (policy, handler, forward_to)) > 1:
         raise UsageError(
             "--policy, --handler and --forward-to each decide hooks: give one, not both"
@@ -188,11 +181,8 @@ def serve(
         "OTLP": otlp or "",
         "TRACE": str(trace_file) if trace_file is not None else "",
     }
-    # Loading here (also when workers will load again) refuses a bad policy, handler, model
-    # script or agent file with its message before the port is taken.
-    app = create_served_app(settings)
-    if workers > 1:
-        # Worker processes build the app from the factory, which reads these.
+    app = create_served_app(settings)  # refuses a bad decider, model or agent file before binding
+    if workers > 1:  # for the factory each worker runs
         for key, value in settings.items():
             os.environ[ENV_PREFIX + key] = value
     sock = bind(host, port)
@@ -230,8 +220,7 @@ def serve(
 
 
 def announce_running(info: Listening) -> Path | None:
-    """Write this serve's running-serve file (``belt trigger`` without ``--to`` finds it);
-    None when the state directory cannot take it (the serve runs all the same)."""
+    """Write this serve's running-serve file; None when the state directory cannot take it."""
     try:
         return serves.announce(
             {
@@ -250,8 +239,7 @@ def announce_running(info: Listening) -> Path | None:
 
 
 class Listening(TypedDict):
-    """What the ready line of ``belt serve`` tells (``belt.cli.serve.render_listening``) and its
-    running-serve file keeps."""
+    """What the ready line of ``belt serve`` tells and its running-serve file keeps."""
 
     url: str
     hooks_url: str
@@ -286,8 +274,7 @@ def create_served_app(settings: dict[str, str]) -> ASGIApp:
 
 
 def create_served_app_from_env() -> ASGIApp:
-    """``create_served_app`` from the ``BELT_SERVE_*`` variables: the factory each process of
-    ``belt serve --workers N`` runs, which starts its own tracing when the server traces."""
+    """``create_served_app`` from ``BELT_SERVE_*``, with tracing: each ``--workers`` process's."""
     settings = env_settings()
     trace_file = settings.get("TRACE")
     tracing.start(otlp=settings.get("OTLP"), trace_file=Path(trace_file) if trace_file else None)
@@ -296,16 +283,12 @@ def create_served_app_from_env() -> ASGIApp:
 
 HOOK_ROUTE = "/hooks"
 STOP_WRITE = 0.5
-"""Seconds a request cut off at the stop may take to send its 503 (a client that reads
-nothing holds it no longer)."""
+"""Seconds a request cut off at the stop may take to send its 503."""
 
 
 class StopCutOff:
-    """ASGI middleware: a request the stop cuts off is answered 503, told and journalled (see
-    the module's text). At the signal that stops the server, each request still open is marked
-    (``STOPPING`` in its scope: ``marking_at_the_stop``); uvicorn's graceful stop waits
-    ``grace`` seconds for them, then cancels their tasks; a cancellation of a marked request is
-    taken here as that cut, and any other one is left to go on."""
+    """ASGI middleware: a request marked ``STOPPING`` whose task is cancelled is answered 503,
+    told and journalled; any other cancellation goes on."""
 
     def __init__(self, app: ASGIApp, *, grace: float, report: Reporter | None) -> None:
         self.app = app
@@ -336,7 +319,6 @@ class StopCutOff:
         except asyncio.CancelledError:
             if not scope.get(STOPPING):
                 raise
-            # The stop's cut: answered here, so the cancellation goes no further.
             await self._cut(scope, send, b"".join(chunks) if ended else None, started)
 
     async def _cut(self, scope: Scope, send: Send, body: bytes | None, started: float) -> None:
@@ -383,8 +365,7 @@ class StopCutOff:
 
     @staticmethod
     async def _answer(scope: Scope, send: Send, detail: str) -> None:
-        """Send the 503, or end a response already begun; a client that is gone or reads
-        nothing is let go."""
+        """Send the 503, or end a response begun; a client gone or not reading is let go."""
         response = Problem(503, detail).response({"connection": "close"})
 
         async def nothing() -> Message:
@@ -402,11 +383,9 @@ class StopCutOff:
 
 
 def marking_at_the_stop() -> None:
-    """From now on SIGINT and SIGTERM, after the handler uvicorn set for them (its graceful
-    stop), mark the requests in progress (``server_stopping``). Called as uvicorn starts the
-    app's lifespan, after it has taken both signals over (uvicorn puts its own predecessors back
-    when it has stopped); in the main thread only, where signals are handled, so one process of
-    ``--workers`` is covered as a single server is."""
+    """From now on SIGINT and SIGTERM, after uvicorn's handlers, mark the requests in progress.
+
+    Called at the lifespan's start, once uvicorn has taken both signals (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return
     loop = asyncio.get_running_loop()
@@ -422,9 +401,7 @@ def marking_at_the_stop() -> None:
 
 
 class QuietStop(logging.Filter):
-    """A filter of uvicorn's ``uvicorn.error`` logger: the requests the stop cuts off are told
-    by ``StopCutOff``, one line each, so uvicorn's line counting them and a traceback of a
-    cancellation at the stop are left out."""
+    """A filter of ``uvicorn.error``: its lines on the tasks the stop cancels (StopCutOff's)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False for what the stop's own lines tell."""
@@ -435,8 +412,7 @@ class QuietStop(logging.Filter):
 
 
 def log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with ``QuietStop`` on its error logger (a dictionary,
-    which each worker process applies too)."""
+    """uvicorn's logging configuration with ``QuietStop`` on its error logger."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config["filters"] = {"quiet_stop": {"()": f"{__name__}.QuietStop"}}
     config["loggers"]["uvicorn.error"]["filters"] = ["quiet_stop"]
@@ -444,8 +420,7 @@ def log_config() -> dict[str, Any]:
 
 
 def uvicorn_config(app: Any, *, workers: int, grace: float = SHUTDOWN_GRACE) -> Any:
-    """uvicorn's configuration of ``app`` (of the app factory, with several workers), each
-    connection a ``GuardedConnection``."""
+    """uvicorn's configuration of ``app`` (the factory, for workers), on GuardedConnection."""
     config = uvicorn.Config(
         f"{__name__}:create_served_app_from_env" if workers > 1 else app,
         factory=workers > 1,
@@ -460,9 +435,7 @@ def uvicorn_config(app: Any, *, workers: int, grace: float = SHUTDOWN_GRACE) -> 
         timeout_keep_alive=IDLE_TIMEOUT,
         backlog=BACKLOG,
     )
-    # A chat stream stays open while its client listens (the JS SDK at a gate, a UI); at a stop
-    # the requests still going get this long to end, then StopCutOff answers them. (uvicorn
-    # types it as int; it is given to asyncio.timeout, which takes seconds as a float.)
+    # uvicorn types it as int; asyncio.timeout takes it as float seconds.
     config.timeout_graceful_shutdown = grace  # type: ignore[assignment]
     return config
 
@@ -474,10 +447,8 @@ def run_until_stopped(
     workers: int,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve on ``sock`` until Ctrl-C or SIGTERM, raised again once stopped gracefully as
-    KeyboardInterrupt or Terminated; the socket is closed however it ends. ``on_ready`` is
-    called once a signal would stop the server gracefully (so a ready line is true, and a
-    Ctrl-C right after it is not cut short in uvicorn's start)."""
+    """Serve on ``sock`` until Ctrl-C or SIGTERM, raised again as KeyboardInterrupt or
+    Terminated; ``on_ready`` once a signal would stop the server gracefully."""
     try:
         if workers > 1:
             supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now
@@ -495,11 +466,8 @@ def run_until_stopped(
 
 
 class QuickStopServer(uvicorn.Server):
-    """uvicorn's server, which begins to stop as soon as a signal asks, rather than at the next
-    tenth of a second its loop looks (an idle server so stops within about 0.15 s), and calls
-    ``on_ready`` once started. A subclass of uvicorn's public ``Server`` that overrides three of
-    its public methods, ``startup``, ``handle_exit`` and ``main_loop``; a single ``belt serve``
-    process runs it (workers run uvicorn's own)."""
+    """uvicorn's public ``Server``, which stops as soon as a signal asks (not at its next tick)
+    and calls ``on_ready`` once started; a single process's (workers run uvicorn's own)."""
 
     def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
         super().__init__(config)
@@ -519,12 +487,10 @@ class QuickStopServer(uvicorn.Server):
             self.wake()
 
     async def main_loop(self) -> None:
-        """uvicorn's main loop (a tick every 0.1 s until the server should exit), whose wait
-        between ticks ends at once when ``wake`` is called."""
+        """uvicorn's main loop of ticks, whose wait between ticks ends when ``wake`` is called."""
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
-        # From a signal handler, which may run in the middle of the loop's own code.
-        self.wake = lambda: loop.call_soon_threadsafe(woken.set)
+        self.wake = lambda: loop.call_soon_threadsafe(woken.set)  # from a signal handler
         counter = 0
         should_exit = await self.on_tick(counter)
         while not should_exit:
@@ -536,21 +502,17 @@ class QuickStopServer(uvicorn.Server):
 
 
 TICK = 0.1
-"""Seconds between the ticks of uvicorn's main loop (as uvicorn has them)."""
+"""Seconds between the ticks of uvicorn's main loop."""
 
 
 class Supervisor(Multiprocess):
-    """uvicorn's supervisor of worker processes (its public ``Multiprocess``, two of whose public
-    methods run around uvicorn's own), which stops at once on Ctrl-C or SIGTERM and says which
-    it was; a second one kills the workers still stopping. Its workers never see Ctrl-C (a
-    terminal's reaches every process of its group, and a worker still importing would print a
-    traceback): it stops them gracefully with SIGTERM, once they are started."""
+    """uvicorn's public ``Multiprocess``, which stops at once on Ctrl-C or SIGTERM (a second
+    kills the workers) and says which; its workers never see a terminal's Ctrl-C."""
 
     def __init__(self, config: Any, sockets: list[socket.socket]) -> None:
         super().__init__(config, sockets)
         self.stopped_by: int | None = None
-        # uvicorn's own handlers queue a signal for its loop, which looks every 0.5 s: these
-        # two wake it at once.
+        # uvicorn's own handlers wait for its loop's next look (0.5 s): these wake it at once.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.stop)
 
@@ -563,10 +525,7 @@ class Supervisor(Multiprocess):
         self.stopped_by = signum
         self.should_exit.set()
 
-    # uvicorn's methods that only start workers, with Ctrl-C held while they do: a process
-    # inherits the signal mask of the thread that starts it. (A worker started in place of one
-    # that died is not covered: uvicorn starts it among health checks that can take seconds.)
-
+    # A process inherits its starter's signal mask: workers start with Ctrl-C held.
     def init_processes(self) -> None:
         """Start the workers, as uvicorn does."""
         with ctrl_c_held():
@@ -579,13 +538,8 @@ class Supervisor(Multiprocess):
 
 @contextlib.contextmanager
 def ctrl_c_held() -> Iterator[None]:
-    """SIGINT blocked in this thread for the ``with`` block, so that the processes it starts
-    never see one; one that reaches this process meanwhile is handled once the block ends.
-
-    multiprocessing's resource tracker, started with the first worker, unblocks SIGINT when it
-    starts: it is started first.
-    """
-    resource_tracker.ensure_running()
+    """SIGINT blocked in this thread for the block, so the processes it starts never see one."""
+    resource_tracker.ensure_running()  # it unblocks SIGINT as it starts: started first
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
