@@ -1,10 +1,8 @@
 """The inspector's deliveries: every hook request ``belt serve`` journalled and every
 ``hook.executed`` record of a simulated run, newest first.
 
-:class:`Deliveries` holds a summary of the newest WINDOW_COUNT of them (within WINDOW_BYTES), read
-incrementally from the logs; older ones are evicted from memory, not from the store, and a
-delivery's id (``serve.<offset>``, ``<run id>.<offset>``: where its line is) still opens it. An
-answer holds at most RESPONSE_BYTES of rows; a text search reads at most SEARCH_BYTES of lines."""
+:class:`Deliveries` holds summaries of the newest (a bounded window), read incrementally from the
+logs; a delivery's id (``serve.<offset>``, ``<run id>.<offset>``) still opens an evicted one."""
 
 from __future__ import annotations
 
@@ -43,7 +41,6 @@ LIMIT_MAX = 500
 QUERY_MAX = 200
 PROBLEMS_KEPT = 20
 """Damaged lines are reported (the newest this many), never silently skipped."""
-
 MiB = 1024 * 1024
 WINDOW_COUNT = 50_000
 """The most deliveries whose summaries are held in memory: the newest."""
@@ -52,12 +49,11 @@ WINDOW_BYTES = 64 * MiB
 ENTRY_BYTES = 2000
 """What one held summary costs beyond its texts (measured: its dict, entry, key and id)."""
 SUMMARY_CHARS = 1000
-"""A text of a summary (a reason, an error, a tool) is cut to this many characters; the
-delivery's detail has it whole."""
+"""A summary's texts are cut to this many characters (the detail has them whole)."""
 RESPONSE_BYTES = 1 * MiB
 """The most bytes of rows one list answer holds (estimated: their texts and ROW_BYTES each)."""
 ROW_BYTES = 400
-"""What one row costs in an answer beyond its texts (its keys, numbers and punctuation)."""
+"""What one row costs in an answer beyond its texts."""
 SEARCH_BYTES = 64 * MiB
 """The most bytes of recorded lines one text search reads before it answers with ``next``."""
 READ_BYTES = 4 * MiB
@@ -79,11 +75,6 @@ def mapping(value: Any) -> dict[str, object]:
 def number(value: Any) -> float | None:
     """A duration or status from the store, or None when it is not a number."""
     return None if isinstance(value, bool) or not isinstance(value, int | float) else value
-
-
-def row_bytes(entry: Entry) -> int:
-    """The bytes a row takes in an answer, estimated from what it takes held."""
-    return entry.size - ENTRY_BYTES + ROW_BYTES
 
 
 def payload_problems(payload: Any) -> list[str]:
@@ -221,14 +212,15 @@ def check_filters(raw: dict[str, str]) -> dict[str, str]:
 class Entry:
     """One delivery: where its record is, and its row."""
 
-    key: tuple[str, str, int]
-    """(time, owner, offset): the list's order, oldest first; the owner is SERVE or a run's id,
-    and the offset the byte its record starts at in the owner's log."""
+    key: tuple[str, str, int]  # (time, owner: SERVE or a run id, offset in its log): the order
     summary: Row
-    group: str | None = None
-    """What repeated attempts of one delivery share (a webhook id; a run's hook and boundary)."""
-    size: int = 0
-    """The bytes its summary takes, estimated."""
+    group: str | None = None  # what attempts of one delivery share (a webhook id; a boundary)
+    size: int = 0  # the bytes its summary takes, estimated
+
+    @property
+    def row_bytes(self) -> int:
+        """The bytes its row takes in an answer, estimated."""
+        return self.size - ENTRY_BYTES + ROW_BYTES
 
     @property
     def log(self) -> tuple[str, str]:
@@ -245,8 +237,7 @@ def log_of(owner: str) -> tuple[str, str]:
 
 
 def held(owner: str, offset: int, record: dict[str, object]) -> Entry | None:
-    """A record of ``owner``'s log as its entry is held (None: it is no delivery): its texts cut
-    to SUMMARY_CHARS, its size estimated."""
+    """A record of ``owner``'s log as its entry is held, texts cut (None: it is no delivery)."""
     if owner == SERVE:
         summary, group = served_summary(offset, record), text(record.get("webhook_id"))
     elif record.get("type") == "hook.executed":
@@ -285,8 +276,7 @@ class Deliveries:
         self.entries: list[Entry] = []
         self.by_id: dict[str, Entry] = {}
         self.held_bytes = 0
-        self.evicted = 0
-        """How many deliveries were read and then let go to keep the window."""
+        self.evicted = 0  # read, then let go to keep the window
         self.read_to: dict[tuple[str, str], int] = {}
         self.problems: list[str] = []
         self.signals = Signals(
@@ -312,8 +302,7 @@ class Deliveries:
             except InvalidInput as exc:
                 self._problem(exc.message)
                 return
-            if chunk.restarted:
-                # The log was removed or replaced: forget what was read of it and read it again.
+            if chunk.restarted:  # the log was removed or replaced: read it again
                 self.held_bytes -= sum(e.size for e in self.entries if e.key[1] == owner)
                 self.entries = [e for e in self.entries if e.key[1] != owner]
                 self.by_id = {e.summary["id"]: e for e in self.entries}
@@ -331,7 +320,6 @@ class Deliveries:
                     self.held_bytes += made.size
             self.read_to[log] = chunk.end
             if added:
-                # Logs are read one after another, so what was added is sorted into place.
                 self.entries.extend(added)
                 self.entries.sort(key=BY_KEY)
                 self._keep_window()
@@ -375,9 +363,8 @@ class Deliveries:
     def query(
         self, filters: dict[str, str], *, limit: int = 100, before: str | None = None
     ) -> dict[str, object]:
-        """The newest deliveries that pass ``filters`` before the delivery ``before``, at most
-        ``limit`` and RESPONSE_BYTES of them; ``complete`` says whether a text search (``q``, at
-        most SEARCH_BYTES read) looked at every line."""
+        """The newest deliveries that pass ``filters`` before the delivery ``before`` (a page);
+        ``complete``: whether a text search looked at every line."""
         self.refresh()
         limit = max(1, min(limit, LIMIT_MAX))
         anchor = self._entry(before).key if before is not None else None
@@ -412,9 +399,8 @@ class Deliveries:
         *,
         answer: bool = True,
     ) -> tuple[list[int], bool, int]:
-        """The positions of the newest rows before ``end`` that pass ``filters`` and whose line
-        holds ``filters["q"]`` (if given), within ``limit``, RESPONSE_BYTES (for an ``answer``)
-        and SEARCH_BYTES; whether every row was looked at; and where a next page starts."""
+        """The positions of the newest rows before ``end`` that pass ``filters`` (``q`` in their
+        line), within the limits; whether every row was looked at; where a next page starts."""
         wanted = filters.get("q", "").casefold()
         found: list[int] = []
         size = read = 0
@@ -424,7 +410,7 @@ class Deliveries:
                 entry = entries[position]
                 if not matches(entry.summary, filters):
                     continue
-                full = answer and size + row_bytes(entry) > RESPONSE_BYTES
+                full = answer and size + entry.row_bytes > RESPONSE_BYTES
                 if len(found) == limit or (full and found):
                     return found, False, found[-1]
                 if read >= SEARCH_BYTES:
@@ -443,7 +429,7 @@ class Deliveries:
                     if not hit:
                         continue
                 found.append(position)
-                size += row_bytes(entry)
+                size += entry.row_bytes
         return found, True, 0
 
     def _entry(self, delivery_id: str) -> Entry:
@@ -453,8 +439,7 @@ class Deliveries:
         return entry if entry is not None else self._from_log(delivery_id)[0]
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
-        """A delivery's entry and whole record, read from its log when no longer held; NotFound when
-        there is none. A run may be named by its short id or a unique prefix."""
+        """A delivery's entry and whole record (its run may be named by a short id); NotFound."""
         delivery_id = self._full_id(delivery_id)
         parse_id(delivery_id)  # NotFound, before any read, for what is not a delivery's id
         self.refresh()
@@ -463,7 +448,7 @@ class Deliveries:
         return self._from_log(delivery_id) if entry is None else (entry, self.read(entry))
 
     def _full_id(self, delivery_id: str) -> str:
-        """``delivery_id`` with its run named by the whole id (as it is when it names none)."""
+        """``delivery_id`` with its run named by the whole id."""
         owner, dot, offset = delivery_id.rpartition(".")
         if not dot or owner == SERVE:
             return delivery_id
@@ -484,11 +469,11 @@ class Deliveries:
         return entry, record
 
     def read(self, entry: Entry) -> dict[str, object]:
-        """The whole record of a delivery already listed (without reading what is new)."""
+        """The whole record of a delivery already listed."""
         return self.store.read_log_line(*entry.log, entry.key[2])
 
     def attempts(self, entry: Entry) -> list[str]:
-        """The ids of every attempt of the same delivery held (itself included), oldest first."""
+        """The ids of every attempt of the same delivery held, oldest first."""
         if entry.group is None:
             return [entry.summary["id"]]
         with self.lock:
@@ -549,12 +534,12 @@ class Deliveries:
 
     def select(self, filters: dict[str, str], *, limit: int) -> list[Entry]:
         """Every held delivery that passes ``filters``, oldest first; InvalidInput past ``limit``
-        or when a text search would read more than SEARCH_BYTES."""
+        or SEARCH_BYTES."""
         self.refresh()
         with self.lock:
             entries = list(self.entries)
         found, complete, _ = self._search(entries, len(entries), filters, limit + 1, answer=False)
-        if not complete and len(found) <= limit:  # the text search stopped at SEARCH_BYTES
+        if not complete and len(found) <= limit:
             raise InvalidInput(
                 f"the text search read {SEARCH_BYTES // MiB} MiB of recorded deliveries "
                 "without finishing",
@@ -571,8 +556,7 @@ class Deliveries:
 
 
 def _holds(pieces: Iterator[bytes], wanted: str) -> tuple[bool, int]:
-    """Whether a recorded line (in pieces, each searched with the end of the one before it)
-    holds ``wanted`` (casefolded), and the bytes read."""
+    """Whether a line's pieces (each with the end of the last) hold ``wanted``; the bytes read."""
     overlap = len(wanted.encode("utf-8")) * 3 + 4
     tail = b""
     read = 0
@@ -599,10 +583,9 @@ def _signature(record: dict[str, object], summary: Row) -> dict[str, object]:
 
 
 RACY_SECONDS = 2.0
-"""A directory's modification time has a coarse clock: a change in the same tick as a look can
-leave it as it was, so for this long after a change it is not trusted to say "nothing new"."""
+"""For this long after a change an mtime (a coarse clock) is not trusted to say "nothing new"."""
 FULL_LOOK_SECONDS = 10.0
-"""An async hook's record can be appended with nothing else written: a look this old is redone."""
+"""A look this old is redone (an async hook's record can come with nothing else written)."""
 
 
 @dataclass(eq=False)
@@ -627,8 +610,7 @@ class Signals:
         return found
 
     def changed(self) -> bool:
-        """True when a path changed since the last look, may have (within RACY_SECONDS of a
-        change), or the last look is older than FULL_LOOK_SECONDS."""
+        """True when a path changed, may have (RACY_SECONDS), or the last look is old."""
         now = time.time()
         stats = self.stats()
         fresh = any(s is not None and now - s[0] / 1e9 < RACY_SECONDS for s in stats)
@@ -638,8 +620,7 @@ class Signals:
         return moved
 
     def moved(self) -> bool:
-        """True when a path changed since the last look, and once more RACY_SECONDS after the
-        last change (a change in the clock tick of a look leaves the time as it was)."""
+        """True when a path changed since the last look, and once more RACY_SECONDS after."""
         stats = self.stats()
         if stats != self.seen:
             self.seen = stats

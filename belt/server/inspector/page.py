@@ -1,6 +1,5 @@
-"""The inspector's page and its JSON API under ``/inspector/`` (docs/inspector.md lists the routes),
-built on the first request: every view of the page is a route, so a script gets what it shows.
-Answers use the platform's envelope and problem+json; who may ask is the server's guard's."""
+"""The inspector's page and its JSON API under ``/inspector/`` (docs/inspector.md): every view of
+the page is a route, in the platform's envelope and problem+json."""
 
 from __future__ import annotations
 
@@ -68,12 +67,11 @@ API_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 TICK = 0.25
 """Seconds at least between two looks at the store while a page is connected to the stream."""
 FALLBACK = 1.0
-"""Seconds after which the stream looks at the store although no write in this process woke it
-(another process's writes send no signal)."""
+"""Seconds after which the stream looks unwoken (another process's writes send no signal)."""
 HEARTBEAT = 15.0
-"""Seconds of quiet after which the stream sends a heartbeat line (a dead peer shows up)."""
+"""Seconds of quiet after which the stream sends a heartbeat line."""
 STREAM_SECONDS = 600.0
-"""A stream ends after this long (the page opens another), so none is held forever."""
+"""A stream ends after this long (the page opens another)."""
 
 
 @cache
@@ -125,9 +123,12 @@ class Inspector:
         """GET /inspector/deliveries: the newest deliveries that pass the filters."""
         params = request.query_params
         filters = check_filters(dict(params))
-        limit = _whole(params.get("limit", "100"), "limit")
-        before = params.get("before") or None
-        return await run_in_threadpool(self.deliveries.query, filters, limit=limit, before=before)
+        limit = params.get("limit", "100")
+        if not limit.isdigit() or len(limit) > 6:
+            raise InvalidInput(f"limit: expected a whole number, got {limit!r}")
+        return await run_in_threadpool(
+            self.deliveries.query, filters, limit=int(limit), before=params.get("before") or None
+        )
 
     async def replay(self, request: Request) -> Any:
         """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
@@ -155,8 +156,7 @@ class Inspector:
             chosen = {"run": run, "source": "sim"}
         if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
             raise InvalidInput("filter: expected an object of strings")
-        # Gate, task and builtin hook runs have no handler to send a payload to: as `belt
-        # replay RUN_ID` does, a run or a filter replays the webhook deliveries.
+        # As `belt replay RUN_ID`: only webhooks have a handler to send a payload to.
         return [
             entry
             for entry in self.deliveries.select(check_filters(chosen), limit=REPLAY_MAX)
@@ -178,8 +178,7 @@ class Inspector:
         return WebhookResult(status, "", response, error, ms)
 
     async def scenario(self, request: Request) -> Response:
-        """POST /inspector/scenario: a delivery (``id``, or an edited ``payload``) kept as a
-        ``belt test`` scenario sent to ``target``, expecting ``expect``."""
+        """POST /inspector/scenario: a delivery (``id`` or ``payload``) kept as a test scenario."""
         body = await read_json_object(request)
         target = parse_target(body.get("target"))
         base = str(request.base_url)
@@ -213,8 +212,7 @@ class Inspector:
         )
 
     async def resolve(self, request: Request) -> Any:
-        """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; the run goes on when
-        this was its last pending gate. A gate settled already is a 409 saying by whom."""
+        """POST /inspector/gates/{id}/resolve with ``{"decision", "data"}``; 409 saying by whom."""
         interrupt_id = request.path_params["interrupt_id"]
         body = await read_json_object(request)
         try:
@@ -242,9 +240,7 @@ class Inspector:
         return {"interrupt": dto, "run": run}
 
     async def _continue(self, run_id: str) -> None:
-        # Continued as `belt serve --resume` continues a run whose gates are all settled; an
-        # emulated chat's run is continued by the agent routes' own worker (one thread of this
-        # server, never two, continues it) within a quarter of a second.
+        # As `belt serve --resume`; an emulated chat's run is the agent routes' worker's.
         try:
             tried = await run_in_threadpool(resume_if_settled, self.store, run_id, emulated=False)
         except Exception as exc:  # the server stays up; the line says what went wrong
@@ -253,9 +249,8 @@ class Inspector:
             self.report({"kind": "resume", "at": now_iso(), **tried})
 
     async def stream(self, request: Request) -> Response:
-        """GET /inspector/stream: NDJSON lines saying what changed in the store, until the server
-        stops (``belt serve`` marks the scope with STOPPING; an embedder sets
-        ``app.state.stopping``)."""
+        """GET /inspector/stream: NDJSON lines saying what changed, until the server stops
+        (STOPPING in the scope, or an embedder's ``app.state.stopping``)."""
         embedder = getattr(request.app.state, "stopping", None)
 
         def stopping() -> bool:
@@ -273,9 +268,7 @@ class Inspector:
             yield line({"type": "hello", "areas": list(areas)})
             began = last = time.monotonic()
             while time.monotonic() - began < STREAM_SECONDS:
-                # Woken by a write in this process, or a look at the fallback rate for other
-                # processes' writes; then a tick more, so a burst of writes is one look.
-                await wake.wait_async(FALLBACK)
+                await wake.wait_async(FALLBACK)  # then a tick more: a burst is one look
                 if stopping():
                     return
                 await asyncio.sleep(TICK)
@@ -304,12 +297,6 @@ def watched_areas(store: Store) -> dict[str, Signals]:
     for signals in areas.values():
         signals.moved()
     return areas
-
-
-def _whole(value: str, name: str) -> int:
-    if not value.isdigit() or len(value) > 6:
-        raise InvalidInput(f"{name}: expected a whole number, got {value!r}")
-    return int(value)
 
 
 def build(

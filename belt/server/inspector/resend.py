@@ -1,8 +1,5 @@
-"""The inspector's replays: recorded deliveries sent again, and a changed one kept as a test.
-
-A replay goes through ``belt.deliveries.replay`` (as ``belt replay`` does) to ``own`` (the
-delivery's own handler), ``url``, ``policy`` or ``py`` (only a handler the server was started
-with: no request may name code for the server to run); a kept test is ``kept_scenario``'s."""
+"""The inspector's replays (``belt.deliveries.replay``, as ``belt replay``) to a delivery's own
+handler, a URL, a policy or a ``py:`` handler the server was started with; and kept tests."""
 
 from __future__ import annotations
 
@@ -100,8 +97,7 @@ class Replayer:
     in_process: frozenset[str] = frozenset()
 
     def replay(self, *, entries: list[Entry], target: Target, payload: Any = None) -> ReplayReport:
-        """Replay ``entries`` (with ``payload`` in place of the one recorded, for a single one)
-        to ``target``; the replay's report, each row naming its delivery and what was sent."""
+        """Replay ``entries`` (one may have an edited ``payload``) to ``target``; its report."""
         self.check_target(target)
         if not entries:  # more than REPLAY_MAX are refused as they are selected (the page)
             raise InvalidInput("nothing to replay: no delivery is selected")
@@ -144,8 +140,7 @@ class Replayer:
         return report
 
     def check_target(self, target: Target) -> None:
-        """Refuse a ``py:`` target the server was not started with (UsageError, a 400): a
-        request may not name code for the server's process to import and run."""
+        """Refuse a ``py:`` target the server was not started with: no request names code."""
         if target.kind != "py" or target.value in self.in_process:
             return
         known = ", ".join(f"py:{spec}" for spec in sorted(self.in_process))
@@ -206,7 +201,7 @@ class Replayer:
     def kept_handler(
         self, target: Target, entry: Entry | None, record: dict[str, object] | None, base_url: str
     ) -> tuple[str, list[str]]:
-        """``scenario_handler``, with where a simulated delivery's own handler was located."""
+        """``scenario_handler``, with where a simulated delivery's handler was located."""
         place = None
         if target.kind == "own" and entry is not None and entry.summary["source"] != "serve":
             with contextlib.suppress(BeltError):
@@ -214,9 +209,8 @@ class Replayer:
         return scenario_handler(target, entry, record, base_url, place)
 
     def located_handler(self, entry: Entry) -> tuple[str, float, Located | None]:
-        """Where a simulated delivery's hook sends payloads (its full URL or ``py:`` handler), its
-        timeout, and where its scenario located an in-process one that was not routed; InvalidInput
-        for a hook that is not a webhook."""
+        """A simulated delivery's hook's handler (URL or ``py:``), timeout and located place;
+        InvalidInput for a hook that is not a webhook."""
         record = self.deliveries.read(entry)
         run = self.store.read(RUN, entry.key[1])
         sim = read_sim(self.store, str(run.get("sim_id")))
@@ -245,9 +239,8 @@ def scenario_handler(
     base_url: str,
     place: Located | None = None,
 ) -> tuple[str, list[str]]:
-    """The handler a kept scenario's hook names for ``target`` and notes for its reader: a
-    URL, ``py:`` callable or policy file as ``belt replay --save-tests`` names it (paths absolute);
-    for ``own``, the delivery's own handler (``place``: where its scenario located it)."""
+    """The handler a kept scenario's hook names for ``target`` (as ``belt replay --save-tests``
+    names it), and notes for its reader."""
     if target.kind in ("url", "py", "policy"):
         value = str(target.value)
         handler, notes = replay_handler(
@@ -300,8 +293,7 @@ def scenario_file(
     notes: list[str],
     delivery_id: str | None,
 ) -> tuple[str, str, str]:
-    """(file name, media type, text) of a ``belt test`` scenario kept from one delivery;
-    InvalidInput when the payload or expectation is wrong."""
+    """(file name, media type, text) of a scenario kept from one delivery; InvalidInput."""
     header = [
         "A belt test scenario kept from the inspector of belt serve"
         + (f" (delivery {delivery_id})." if delivery_id else "."),

@@ -1,6 +1,5 @@
-"""The inspector's runs and gates: each run's timeline (its chat's messages and, at each boundary,
-the hook deliveries it fired) and the gates that wait for a person, resolved as ``belt interrupt
-resolve`` resolves them."""
+"""The inspector's runs (each a timeline of its messages and, per boundary, its hook deliveries)
+and gates (resolved as ``belt interrupt resolve`` does)."""
 
 from __future__ import annotations
 
@@ -107,8 +106,7 @@ def _boundaries(
     boundaries: list[dict[str, object]] = []
     deliveries: list[dict[str, object]] = []
     last: object = None
-    # A damaged line is left out: the deliveries list reports it.
-    for offset, record in log_records(store, EVENTS_LOG, run_id, Skipped()):
+    for offset, record in log_records(store, EVENTS_LOG, run_id, Skipped()):  # damage left out
         if record.get("type") != "hook.executed":
             continue
         summary = executed_summary(run_id, offset, record)
@@ -167,8 +165,7 @@ def _effect(summary: Row, interrupts: dict[str, dict[str, object]]) -> str | Non
 
 
 def _order(item: dict[str, object]) -> tuple[str, int]:
-    """Time (in milliseconds), then what comes first at a boundary: the message that reaches it
-    (0), the hooks it fires (1), what they add (2)."""
+    """Time, then at a boundary: the message that reaches it, its hooks, what they add."""
     if item["kind"] in ("boundary", "hook_task"):
         return str(item["at"]), 1
     return str(item["at"]), 2 if item["role"] in ("injection", "compaction") else 0
@@ -246,8 +243,7 @@ def gates(store: Store) -> dict[str, object]:
 
 
 def gate_item(record: Interrupt, now: datetime) -> dict[str, object]:
-    """A stored interrupt as the page shows a gate: its InterruptDTO, what it holds, how long it
-    has left, what its expiry will do, and who settled it."""
+    """A stored interrupt as the page shows a gate: its DTO, data, time left, expiry, trail."""
     dto = to_dto(record)
     meta = mapping(dto.get("meta"))
     data = mapping(meta.get("data"))
@@ -274,8 +270,7 @@ def _seconds_left(expires_at: Any, now: datetime) -> float | None:
 def resolve(
     store: Store, *, interrupt_id: str, decision: Any, data: Any
 ) -> tuple[dict[str, object], dict[str, object]]:
-    """Resolve a gate from the page: (the gate as :func:`gate_item` shows it, whether its run
-    goes on now); Conflict when it is no longer pending."""
+    """Resolve a gate from the page: (its ``gate_item``, whether its run goes on); Conflict."""
     if decision not in ("allow", "deny"):
         raise InvalidInput(f"decision: expected allow or deny, got {decision!r}")
     resolve_interrupt(
