@@ -1,10 +1,8 @@
 """The platforms belt speaks, each a package behind one interface, and the one registry of them.
 
-A dialect is what belongs to one platform (events, payloads, decisions, scenario keys,
-expectation subjects, transcript); shared code asks the dialect a record or a file names
-(:func:`get`) and never compares its name (docs/dialects.md). A built-in dialect is imported when
-first asked for, so a run of one never loads another; others come from :func:`register` or the
-``belt.dialects`` entry point group of an installed package.
+Shared code asks the dialect a record or a file names (:func:`get`) and never compares its name
+(docs/dialects.md). A built-in dialect is imported when first asked for; others come from
+:func:`register` or an installed package's ``belt.dialects`` entry point.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict, Unpack
 
 from belt.errors import InvalidInput
 
@@ -64,6 +62,18 @@ class Call(NamedTuple):
     tool: str | None = None
 
 
+InTurn = Callable[[Any], bool]
+"""Whether a run id belongs to the turns an expectation looks at."""
+
+
+class ScenarioOptions(TypedDict):
+    """How :meth:`Dialect.load_scenario` reads a scenario's hooks and files."""
+
+    hooks_file: str | Path | None
+    stored_hooks: bool
+    locate: bool
+
+
 class Dialect(Protocol):
     """What a platform dialect provides to the parts of belt that are shared."""
 
@@ -101,8 +111,7 @@ class Dialect(Protocol):
 
     @property
     def profile_hooks(self) -> bool:
-        """Whether a loaded scenario's hooks come from its configuration declaration
-        (``loaded.profile`` or None), which ``belt hooks doctor`` checks as a declaration file."""
+        """Whether ``belt hooks doctor`` checks a loaded scenario's ``profile`` as a declaration."""
 
     @property
     def outcomes(self) -> tuple[str, ...]:
@@ -115,21 +124,12 @@ class Dialect(Protocol):
         """Keys of a scenario document that belong to another dialect, each with a message."""
 
     def load_scenario(
-        self,
-        doc: Mapping[str, object],
-        source: str,
-        directory: Path,
-        *,
-        hooks_file: str | Path | None,
-        stored_hooks: bool,
-        locate: bool,
+        self, doc: Mapping[str, object], source: str, directory: Path, **kw: Unpack[ScenarioOptions]
     ) -> Any:
-        """A checked scenario of this dialect (its ``dialect`` the dialect's name), the files it
-        names found from ``directory`` (unless not ``locate``); InvalidInput naming the key."""
+        """A checked scenario, its files found from ``directory``; InvalidInput naming the key."""
 
     def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
-        """The scenario turn each run of a simulation report answers (by run id), and the runs
-        of the scenario's own chat in order (a run's record, or what stands for it)."""
+        """The scenario turn of each run id, and the runs of the scenario's own chat in order."""
 
     def run_of_turn(
         self, report: SimReport, turn: int, turn_of: Mapping[str, int]
@@ -140,18 +140,10 @@ class Dialect(Protocol):
         """Every hook run on an event, as an ``event`` expectation reads it."""
 
     def hook_calls(self, report: SimReport) -> list[tuple[object, object, Mapping[str, object]]]:
-        """Every hook call, async ones too: (event, handler, its record, which has
-        ``latency_ms`` or ``duration_ms``)."""
+        """Every hook call, async ones too: (event, handler, record with its latency/duration)."""
 
-    def fired(
-        self,
-        report: SimReport,
-        event: str,
-        runs: list[ReportRun],
-        in_turn: Callable[[Any], bool],
-    ) -> int:
-        """How many times the ``runs`` of the scenario's chat reached the boundary of ``event``
-        (a run id counts where ``in_turn`` holds)."""
+    def fired(self, report: SimReport, event: str, runs: list[ReportRun], in_turn: InTurn) -> int:
+        """How many times the ``runs`` (those ``in_turn``) reached the boundary of ``event``."""
 
     def unnamed_failures(self, report: SimReport) -> bool:
         """Whether a hook call's error fails a test that names no expectation of it."""
@@ -163,8 +155,7 @@ class Dialect(Protocol):
         """Each hook call of a report as coverage counts it against :meth:`declared`."""
 
     def transcript_lines(self, report: SimReport, *, verbose: bool) -> list[tuple[str, str]]:
-        """A simulation report as a conversation: (line, style) pairs for ``belt.display.output``;
-        ``verbose`` adds the hook calls that changed nothing."""
+        """A report as (line, style) pairs; ``verbose`` adds the hook calls that changed nothing."""
 
     def message_lines(self, message: Mapping[str, object]) -> list[tuple[str, str]]:
         """One message of a transcript (with its hook rows), as the transcript shows it."""

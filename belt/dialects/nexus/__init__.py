@@ -3,11 +3,11 @@ in the executor inbox; the driver's loop is ``execution_loop``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from belt.dialects import Call, Declared, Dialect, HookRun
+from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions
 from belt.display.text import short
 from belt.usercode.loader import collector_paused
 from belt.wire.nexus import NexusEvent
@@ -50,25 +50,12 @@ class NexusDialect:
         return platform_keys(doc)
 
     def load_scenario(
-        self,
-        doc: Mapping[str, object],
-        source: str,
-        directory: Path,
-        *,
-        hooks_file: str | Path | None,
-        stored_hooks: bool,
-        locate: bool,
+        self, doc: Mapping[str, object], source: str, directory: Path, **kw: Unpack[ScenarioOptions]
     ) -> Any:
         """A checked Nexus scenario with its profile (``stored_hooks``: rho's when it has none)."""
         from belt.dialects.nexus.scenarios import load_nexus_scenario  # noqa: PLC0415 - pydantic, when a scenario is read
 
-        return load_nexus_scenario(
-            doc,
-            source,
-            hooks_file=hooks_file,
-            stored_hooks=stored_hooks,
-            directory=directory if locate else None,
-        )
+        return load_nexus_scenario(doc, source, directory, **kw)
 
     def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
         """Each turn's run, and every execution of the conversation, run-backed or not."""
@@ -108,13 +95,7 @@ class NexusDialect:
         """The hook tasks."""
         return [(t.get("event"), t.get("tool"), t) for t in report.get("hook_tasks") or []]
 
-    def fired(
-        self,
-        report: SimReport,
-        event: str,
-        runs: list[ReportRun],
-        in_turn: Callable[[Any], bool],
-    ) -> int:
+    def fired(self, report: SimReport, event: str, runs: list[ReportRun], in_turn: InTurn) -> int:
         """The hook tasks on ``event`` (a retried task once)."""
         keys = {
             str(task.get("task_key"))

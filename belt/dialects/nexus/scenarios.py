@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Unpack
 
 from pydantic import Field
 
 from belt.declaring.declarations import check_document, read_document
+from belt.dialects import ScenarioOptions
 from belt.engine.scenario import (
     ID_MAX,
     ID_PATTERN,
@@ -162,15 +163,11 @@ def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
 
 
 def load_nexus_scenario(
-    doc: Mapping[str, object],
-    source: str,
-    *,
-    hooks_file: str | Path | None = None,
-    stored_hooks: bool = False,
-    directory: Path | None = None,
+    doc: Mapping[str, object], source: str, directory: Path, **kw: Unpack[ScenarioOptions]
 ) -> LoadedNexusScenario:
     """Check a decoded Nexus scenario; ``hooks_file`` replaces its profile's lifecycle hooks, and
-    ``stored_hooks`` fills in rho's; ``directory`` locates its ``py:`` executors."""
+    ``stored_hooks`` fills in rho's; ``directory`` locates its ``py:`` executors (``locate``)."""
+    hooks_file = kw["hooks_file"]
     findings = Findings()
     scenario = validated(NexusScenario, doc, source)
     problems = []
@@ -184,14 +181,14 @@ def load_nexus_scenario(
     problems += findings.problems
     refuse(source, problems)
     warnings: list[str] = []
-    if directory is not None:
+    if kw["locate"]:
         executors = located_executors(scenario.executors, directory, source, warnings)
         scenario = scenario.model_copy(update={"executors": executors})
     profile = scenario.profile
     hooks_from = None
     if hooks_file is not None:
         profile = profile_with_hooks_file(profile, Path(hooks_file), source)
-    elif stored_hooks and not declares_hooks(scenario):
+    elif kw["stored_hooks"] and not declares_hooks(scenario):
         stored = stored_lifecycle_hooks()
         if stored.configuration:
             where = f"the lifecycle hooks rho stored ({stored.file})"

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from belt.deliveries.effects import handler_label
-from belt.dialects import Call, Declared, Dialect, HookRun
+from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions
 from belt.display.text import short
 from belt.usercode.loader import collector_paused
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
@@ -66,18 +66,12 @@ class PlatformDialect:
         return problems
 
     def load_scenario(
-        self,
-        doc: Mapping[str, object],
-        source: str,
-        directory: Path,
-        *,
-        hooks_file: str | Path | None,
-        stored_hooks: bool,
-        locate: bool,
+        self, doc: Mapping[str, object], source: str, directory: Path, **kw: Unpack[ScenarioOptions]
     ) -> Any:
         """A checked platform scenario with its hooks (it never reads stored ones)."""
         from belt.engine.scenario import load_platform_scenario  # noqa: PLC0415 - pydantic, when a scenario is read
 
+        hooks_file, locate = kw["hooks_file"], kw["locate"]
         return load_platform_scenario(doc, source, directory, hooks_file=hooks_file, locate=locate)
 
     def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
@@ -121,13 +115,7 @@ class PlatformDialect:
         records = report.get("hook_executions") or []
         return [(r.get("hook_event"), r.get("handler"), r) for r in records]
 
-    def fired(
-        self,
-        report: SimReport,
-        event: str,
-        runs: list[ReportRun],
-        in_turn: Callable[[Any], bool],
-    ) -> int:
+    def fired(self, report: SimReport, event: str, runs: list[ReportRun], in_turn: InTurn) -> int:
         """The driver's count of each run's boundaries."""
         counts: dict[str, dict[str, int]] = report.get("fired") or {}
         return sum(
