@@ -78,8 +78,7 @@ def frozen_hooks(profile: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def trace_task(span: Any, event: str, task: HookTask) -> None:
-    """What a hook task's span says (docs/tracing.md): never its input, nor the feedback's text
-    (its size), nor more of the error than tracing.REASON_LIMIT."""
+    """A hook task's span (docs/tracing.md): never its input nor feedback text; errors bounded."""
     decision, error = task.get("decision") or {}, task.get("error") or {}
     feedback = decision.get("feedback")
     failed = task["status"] == TaskStatus.FAILED
@@ -216,24 +215,15 @@ class NexusLoop:
             if input_text(turn) is not None:
                 state["input"] = new_id("msg")
         conversation_id = None if turn.standalone else self.sim.recorder.chat_id
+        fields: dict[str, Any] = {"kind": turn.kind, "conversation_id": conversation_id}
+        fields |= {"hooks": hooks, "approval_mode": approval_mode}
+        fields |= {"profile": origin, "regenerates": regenerates, "attention": None}
         run = None
-        fields = {
-            "kind": turn.kind,
-            "conversation_id": conversation_id,
-            "hooks": hooks,
-            "approval_mode": approval_mode,
-        }
         # Declaring hooks makes even an ordinary reply without tools run-backed.
         if hooks or turn.tool_only or (turn.model and turn.model[0].tool_calls):
+            standalone = conversation_id is None
             run = self.sim.steps.create_run(
-                index,
-                state,
-                standalone=conversation_id is None,
-                dialect=self.name,
-                **fields,
-                profile=origin,
-                regenerates=regenerates,
-                attention=None,
+                index, state, standalone=standalone, dialect=self.name, **fields
             )
             state = run.execution
         execution = self.execution(index, run, state, fields)
@@ -243,8 +233,7 @@ class NexusLoop:
     def enter(
         self, execution: NexusExecution, hooks: dict[str, Any], profile: dict[str, Any]
     ) -> None:
-        """Record that an execution began, once its run (if any) exists: its input (or the reply
-        a regeneration redoes leaves the context), the chat's run, its entry on the simulation."""
+        """Record that an execution began: its input (or the redone reply leaves), its entry."""
         index = execution.turn_index
         if execution.kind == "regeneration":
             self.replace_reply(int(self.previous_reply()["turn"]), index)
@@ -288,8 +277,7 @@ class NexusLoop:
         self.sim.transcript.add_text(execution, "user", text, message_id=message_id, input=kind)
 
     def resumable(self, run: RunRecord, interrupted: bool) -> NexusExecution:
-        """An execution on an attention hold goes on by retrying its failed hook task; one whose
-        process was killed goes on from its last durable point."""
+        """A held execution retries its hook task; a killed one goes on from its last save."""
         if run.state == AgentRunState.INPUT_REQUIRED and not interrupted:
             # Held at a hook task's approval: it goes on once that is settled (or waits, --wait).
             if not self.sim.options.wait:
@@ -598,13 +586,9 @@ class NexusLoop:
             run_id = execution.run_id
             assert run_id is not None, "an execution with hooks always has a run"
             key = task_key(run_id, event, source)
-            task_input = HookTaskInput(
-                event=event,
-                task_key=key,
-                run_public_id=run_id,
-                conversation_public_id=execution.conversation_id,
-                **extra,
-            ).to_wire()
+            ids: dict[str, Any] = {"run_public_id": run_id, "task_key": key}
+            ids["conversation_public_id"] = execution.conversation_id
+            task_input = HookTaskInput(event=event, **ids, **extra).to_wire()
             task = schedule_task(
                 self.sim.store,
                 key=key,
@@ -636,9 +620,9 @@ class NexusLoop:
             return cast(dict[str, Any], task["decision"])  # a completed task holds one
 
     def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
-        """Wait for the task's approval (only with ``--wait`` when the scenario does not settle
-        it: else it is returned awaiting it), then for a worker to finish it by its deadline; a
-        claim whose worker died goes back to the inbox (served here when this process can)."""
+        """The task once finished (or awaiting an approval nothing settles, without ``--wait``).
+
+        A claim whose worker died goes back to the inbox, served here when this process can."""
         store = self.sim.store
         identity = str(task["id"])
         told: set[str] = set()
@@ -693,15 +677,8 @@ class NexusLoop:
             sweep(store=store, run_id=str(interrupt["run_id"]) if clock.current() else None)
             return settle_approval(store, str(task["id"]))
         if "approval" not in told and self.notify is not None and self.sim.options.wait:
-            self.notify(
-                {
-                    "kind": "approval",
-                    **task,
-                    "interrupt_id": interrupt["id"],
-                    "interrupt_short_id": interrupt.get("short_id"),
-                    "expires_at": interrupt["expires_at"],
-                }
-            )
+            ids = {"interrupt_id": interrupt["id"], "interrupt_short_id": interrupt.get("short_id")}
+            self.notify({"kind": "approval", **task, **ids, "expires_at": interrupt["expires_at"]})
             told.add("approval")
         return task
 
@@ -722,16 +699,10 @@ class NexusLoop:
         if seen in self.recorded_rows:
             return
         decision, error = task.get("decision") or {}, task.get("error") or {}
-        row: dict[str, Any] = {
-            "event": task["event"],
-            "handler_type": "executor",
-            "handler": task["tool"],
-            "status": task["status"],
-            "task_key": task["task_key"],
-            "task_id": task["id"],
-            "attempt": task["attempt"],
-            "duration_ms": task.get("duration_ms") or 0,
-        }
+        row: dict[str, Any] = {"event": task["event"], "handler_type": "executor"}
+        row |= {"handler": task["tool"], "status": task["status"], "task_key": task["task_key"]}
+        row |= {"task_id": task["id"], "attempt": task["attempt"]}
+        row["duration_ms"] = task.get("duration_ms") or 0
         if task["status"] == TaskStatus.COMPLETED:
             row["decision"] = "continue" if decision.get("continue") else "acknowledge"
             if decision.get("feedback"):
@@ -745,12 +716,9 @@ class NexusLoop:
     def hold(self, execution: NexusExecution, task: HookTask) -> End:
         """A failed hook task: the execution waits on an attention hold, never ends silently."""
         error = task.get("error") or {}
-        attention = {
-            "reason": error.get("code"),
-            "event": task["event"],
-            "tool": task["tool"],
-            "task_id": task["id"],
-            "task_key": task["task_key"],
+        attention: dict[str, Any] = {"reason": error.get("code"), "event": task["event"]}
+        attention |= {"tool": task["tool"], "task_id": task["id"], "task_key": task["task_key"]}
+        attention |= {
             "attempt": task["attempt"],
             "detail": error.get("message"),
             "since": now_iso(),

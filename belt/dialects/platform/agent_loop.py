@@ -85,8 +85,7 @@ def rejection(interrupt: InterruptJSON | None) -> str:
 
 
 def client_result(interrupt: InterruptJSON) -> str:
-    """The result a client tool's application posted (``resolved_data.result``; other data as
-    JSON, none as an empty result)."""
+    """A client tool's posted ``resolved_data.result`` (other data as JSON, none as "")."""
     data = interrupt.get("resolved_data")
     if isinstance(data, dict) and isinstance(data.get("result"), str):
         return str(data["result"])
@@ -157,15 +156,12 @@ class PlatformLoop:
         registry: dict[str, Any] = {}
         if scenario.agent.registry is not None:
             # The owner's registry first: every file is checked before anything is saved.
-            directory = Path(loaded.source).parent / scenario.agent.registry
+            owner, directory = scenario.agent.owner, Path(loaded.source).parent
+            directory /= scenario.agent.registry
             from belt.records.registry import load_directory  # noqa: PLC0415 - search index
 
-            entries = load_directory(store, directory, owner=scenario.agent.owner)
-            registry["registry"] = {
-                "owner": scenario.agent.owner,
-                "directory": str(directory),
-                "entries": [entry.to_json() for entry in entries],
-            }
+            entries = [e.to_json() for e in load_directory(store, directory, owner=owner)]
+            registry["registry"] = {"owner": owner, "directory": str(directory), "entries": entries}
         hooks = stored_hooks(loaded.hooks)
         sim = record_simulation(
             store,
@@ -198,13 +194,9 @@ class PlatformLoop:
         # The ids of the run's reply (so whoever started it can name the message that will
         # answer it) and of its input (written on resume if the process died first) are set now.
         first_input = self.sim.sim.get("first_input") if index == 0 else None
-        state = {
-            "next": "start",
-            "model": 0,
-            "first": first,
-            "input": str(first_input) if first_input else new_id("msg"),
-            "reply": new_id("msg"),
-        }
+        input_id = str(first_input) if first_input else new_id("msg")
+        state = {"next": "start", "model": 0, "first": first, "input": input_id}
+        state["reply"] = new_id("msg")
         run = self.sim.steps.create_run(index, state)
         execution = Execution(index, run, run.execution)
         self.record_input(execution)
@@ -447,8 +439,7 @@ class PlatformLoop:
         )
 
     def reconcile_gates(self, execution: Execution, message: Message) -> None:
-        """On a run taken over from a killed process: an invocation whose gate, approval or
-        client wait was opened already waits at it (nothing opens a second one)."""
+        """After a killed process, an invocation whose interrupt was opened waits at it."""
         gated = {i["resource_id"]: i["reason"] for i in self.interrupts(execution)}
         for invocation in message["tool_invocations"]:
             reason = gated.get(invocation["id"])
@@ -486,9 +477,7 @@ class PlatformLoop:
         *,
         approved: bool = False,
     ) -> None:
-        """A tool call its hooks allowed: wait for its approval when required (unless
-        ``approved``) or for a client tool's result (the interrupt's ``meta`` names the tool for
-        the SDKs), else run it as scripted (an async one then fires agent.tool_result)."""
+        """Hold an allowed tool call for its approval or a client's result, else run it."""
         if not approved and call.require_approval and not self.always_allowed(call.name):
             reason, timeout = InterruptReason.TOOL_APPROVAL, call.approval_timeout
         elif call.client:
@@ -565,16 +554,14 @@ class PlatformLoop:
         return self.sim.steps.fail(execution, error)
 
     def complete(self, execution: Execution) -> End:
-        """``agent.complete`` fires, then the run completes; a ``finish`` tool the run called
-        gives the chat its ``output`` (what the SDKs' ``run()`` returns)."""
+        """``agent.complete``, then the run completes (a ``finish`` call is the chat's output)."""
         self.fire(execution, "agent.complete")
         if (output := self.finish_output(execution)) is not None:
             self.sim.recorder.update_chat(output=output)
         return self.sim.steps.complete(execution)
 
     def finish_output(self, execution: Execution) -> Any:
-        """The arguments of the last ``finish`` tool call this run completed, if any (read back
-        to the run's input only, so a run's end costs the same however long its chat)."""
+        """The arguments of the run's last completed ``finish`` call (read back to its input)."""
         start = execution.input_message_id
         for message in reversed(self.sim.recorder.messages):
             if message["id"] == start:
@@ -687,8 +674,7 @@ class PlatformLoop:
         return " ".join(c.get("text") or "" for c in message.get("content") or [])
 
     def suggested(self) -> dict[str, int]:
-        """What ``belt:suggest`` put in front of the model in this chat: entry → turn (read
-        back from the chat's past injections once, so it survives a resume)."""
+        """What ``belt:suggest`` injected in this chat, entry → turn (read back once)."""
         if self._suggested is None:
             self._suggested = {}
             for message in self.sim.recorder.messages:
