@@ -54,13 +54,6 @@ def _parse_float(text: str) -> float:
     return value
 
 
-_DECODER = json.JSONDecoder(
-    parse_constant=_refuse_constant, parse_int=_parse_int, parse_float=_parse_float
-)
-"""What ``decode`` parses with (``json.loads`` with these hooks would make one on every call;
-a decoder keeps no state between documents)."""
-
-
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) < len(pairs):
@@ -73,13 +66,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
-_UNIQUE_DECODER = json.JSONDecoder(
-    parse_constant=_refuse_constant,
-    parse_int=_parse_int,
-    parse_float=_parse_float,
-    object_pairs_hook=_unique_keys,
-)
-"""``_DECODER`` that also refuses an object repeating a key, for the documents users write."""
+# Made once: json.loads with these hooks makes a decoder per call, and a decoder keeps no state.
+_HOOKS: Any = {
+    "parse_constant": _refuse_constant,
+    "parse_int": _parse_int,
+    "parse_float": _parse_float,
+}
+_DECODER = json.JSONDecoder(**_HOOKS)
+_UNIQUE_DECODER = json.JSONDecoder(**_HOOKS, object_pairs_hook=_unique_keys)
 
 
 def _depth_error() -> StrictJSONError:
@@ -106,9 +100,7 @@ def decode(data: str | bytes, *, unique_keys: bool = False) -> Any:
             raise StrictJSONError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     else:
         text = data
-        if (raw := _SURROGATE.search(text)) is not None:
-            shown = _escaped(raw.group())
-            raise StrictJSONError(f"holds a lone surrogate {shown} (not Unicode text)")
+        _refuse_surrogate(text, "holds")
     if nesting_depth(text) > MAX_DEPTH:
         raise _depth_error()
     try:
@@ -126,8 +118,7 @@ def decode_toml(text: str) -> dict[str, Any]:
     """Parse a TOML document with the same refusals as ``decode``; TOMLDecodeError for syntax."""
     import tomllib  # noqa: PLC0415 - TOML input only
 
-    if (raw := _SURROGATE.search(text)) is not None:
-        raise StrictJSONError(f"holds a lone surrogate {_escaped(raw.group())} (not Unicode text)")
+    _refuse_surrogate(text, "holds")
     try:
         document = tomllib.loads(text, parse_float=_parse_float)
     except RecursionError:
@@ -151,14 +142,14 @@ def check_value(value: Any) -> None:
                 raise _depth_error()
             for key, child in item.items():
                 if isinstance(key, str):
-                    _check_string(key)
+                    _refuse_surrogate(key, "a string holds")
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             if depth >= MAX_DEPTH:
                 raise _depth_error()
             stack.extend((child, depth + 1) for child in item)
         elif isinstance(item, str):
-            _check_string(item)
+            _refuse_surrogate(item, "a string holds")
         elif isinstance(item, float) and not math.isfinite(item):
             raise StrictJSONError(f"{item!r} is not a JSON number (refused)")
         elif isinstance(item, int) and not isinstance(item, bool):
@@ -166,11 +157,7 @@ def check_value(value: Any) -> None:
                 raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits")
 
 
-def _check_string(text: str) -> None:
+def _refuse_surrogate(text: str, holder: str) -> None:
     if (found := _SURROGATE.search(text)) is not None:
-        shown = _escaped(found.group())
-        raise StrictJSONError(f"a string holds a lone surrogate {shown} (not Unicode text)")
-
-
-def _escaped(char: str) -> str:
-    return f"\\u{ord(char):04x}"
+        shown = f"\\u{ord(found.group()):04x}"
+        raise StrictJSONError(f"{holder} a lone surrogate {shown} (not Unicode text)")
