@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import OtlpOption, Routes, TraceFileOption, finite, start_tracing
+from belt.cli.options import OtlpOption, Routes, TraceFileOption, finite, passed_on, start_tracing
 from belt.display import output
 from belt.display.text import printable
 from belt.errors import InvalidInput
@@ -21,6 +21,7 @@ STYLES = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
 
 
 def check(
+    ctx: typer.Context,
     target: Annotated[
         str | None,
         typer.Argument(
@@ -143,19 +144,10 @@ def check(
     progress.start()
     try:
         report = run_check(
-            target,
+            **passed_on(ctx, "event", "executor", "route", "json_", "junit_xml", "otlp", "trace"),
             events=list(event or []),
             executors=list(executor or []),
             routes=list(route or []),
-            props=props,
-            secret=secret,
-            timeout=timeout,
-            allow_network=allow_network,
-            examples=examples,
-            seed=seed,
-            max_time=max_time,
-            save=save,
-            beyond_spec=beyond_spec,
             progress=lambda event, cases: done.update(event=event, cases=cases),
         )
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -60,6 +60,11 @@ def finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise typer.BadParameter(f"{value} is not a finite number")
     return value
+
+
+def passed_on(ctx: typer.Context, *unlike: str) -> dict[str, Any]:
+    """The command's parameters but ``unlike``, for a core function taking them by name."""
+    return {name: value for name, value in ctx.params.items() if name not in unlike}
 
 
 def moment_option(text: str | None, option: str) -> datetime | None:

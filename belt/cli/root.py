@@ -28,8 +28,8 @@ class BeltGroup(TyperGroup):
         adopt(self)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the command line; a completion request registers typer's shell classes first (typer
-        does so only with its completion options, which would import pydantic on every start)."""
+        """Run the command line; a completion request registers typer's shell classes first."""
+        # typer does so only with its completion options, which would import pydantic on every start
         program = kwargs.get("prog_name") or self.name
         var = kwargs.get("complete_var") or f"_{program}_COMPLETE".replace("-", "_").upper()
         if os.environ.get(var):
@@ -50,8 +50,7 @@ class BeltGroup(TyperGroup):
         return plain_flags(super().get_params(ctx), self.get_help_option(ctx))
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; a BeltError, a usage error under --json and Ctrl-C are ``report``ed
-        and exit with their code."""
+        """Run the command; a BeltError, a usage error under --json and Ctrl-C exit ``report``ed."""
         verbose = bool(ctx.find_root().params.get("verbose"))
         if ctx.parent is None:
             output.forget_document()
@@ -97,8 +96,7 @@ class BeltGroup(TyperGroup):
         return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        """Resolve a subcommand (building all for an unknown name, so typo hints see them); a
-        group named with nothing after it prints its help and exits 0, as this one does."""
+        """Resolve a subcommand (all built for an unknown name, so typo hints see them)."""
         if args and self.get_command(ctx, args[0]) is None:
             for known in self.list_commands(ctx):
                 self.get_command(ctx, known)
@@ -116,8 +114,7 @@ LAZY: dict[str, dict[str, str]] = {}
 
 
 def lazy_command(program: str, name: str, target: str) -> None:
-    """Register ``program NAME``, built on first use from ``target``, "module:attribute": a Typer
-    app (a command group) or a command function."""
+    """Register ``program NAME``, built on first use from ``target`` ("module:app_or_function")."""
     LAZY.setdefault(program, {})[name] = target
 
 
@@ -151,8 +148,8 @@ def walk(command: Any) -> list[Any]:
 
 
 def plain_flags(params: list[Any], help_option: Any) -> list[Any]:
-    """``params``, flags shown without the ``<bool>`` rich help prints; the help option's default
-    False, not None (which typer would coerce with pydantic, slow to import)."""
+    """``params``, flags shown without rich help's ``<bool>``; the help option's default False."""
+    # not None, which typer would coerce with pydantic, slow to import
     for param in params:
         if getattr(param, "is_flag", False) and not param.count:
             param.metavar = ""
@@ -175,8 +172,8 @@ JSON = "belt.json"
 
 
 def remember_json(command: Any) -> None:
-    """Have ``command``'s ``--json`` flag (none has a callback of its own) note, when given, that
-    its errors are to be JSON, in ``ctx.meta`` (shared by every context of one command line)."""
+    """Have ``command``'s ``--json`` flag (none has a callback of its own) note in ``ctx.meta``,
+    shared by every context of one command line, that its errors are to be JSON."""
     for param in command.params:
         if "--json" in getattr(param, "opts", ()):
             param.callback = _note_json

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from belt.cli import leave, report
-from belt.cli.options import OtlpOption, TraceFileOption, moment_option, start_tracing
+from belt.cli.options import OtlpOption, TraceFileOption, moment_option, passed_on, start_tracing
 from belt.display import output
 
 if TYPE_CHECKING:
@@ -166,27 +166,12 @@ def serve(
 
             made_secret = new_secret() if secret == "new" else None
             serve_until_stopped(
+                **passed_on(ctx, "secret", "allow_host", "clock", "json_", "open_", "trace"),
                 verbose=bool(ctx.find_root().params.get("verbose")),
-                host=host,
-                port=port,
-                policy=policy,
-                handler=handler,
                 secret=made_secret or secret,
-                token=token,
-                sweep_interval=sweep_interval,
-                workers=workers,
-                handler_timeout=handler_timeout,
-                max_connections=max_connections,
-                report_mode="json" if json_ else "lines",
-                resume=resume,
-                approvals=approvals,
-                forward_to=forward_to,
-                model=model,
-                agents=agents,
                 allow_hosts=allow_host,
-                grace=grace,
                 clock=moment_option(clock, "--clock"),
-                otlp=otlp,
+                report_mode="json" if json_ else "lines",
                 trace_file=trace,
                 on_listening=lambda info: render_listening(
                     info, made_secret=made_secret, open_inspector=open_

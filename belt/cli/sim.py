@@ -80,7 +80,7 @@ class SimLive:
         self.verbose = verbose
         self.printed: list[tuple[str, str]] = []
         self.run_id: str | None = None
-        self._countdown: Any = None
+        self._countdown = output.LiveLine(str)
 
     def __call__(self, record: dict[str, Any]) -> None:
         self.close()
@@ -111,19 +111,14 @@ class SimLive:
 
     def close(self) -> None:
         """Stop and clear the countdown, if one is shown."""
-        if self._countdown is not None:
-            self._countdown.stop()
-            self._countdown = None
+        self._countdown.stop()  # a LiveLine stopped twice, or never started, does nothing
 
 
 def simulate(
     ctx: typer.Context, start: Simulation, json_: bool, strict: bool, **given: Any
 ) -> None:
-    """Run ``start`` (a scenario, or a run resumed) reporting live, then print the simulation (but
-    what was printed live) and the summary of its hook calls; exit 1 when a run just executed
-    failed or is on an attention hold, or with ``strict`` when a hook call failed or an answer
-    was partly ignored. Ctrl-C while it waits at a gate stops waiting, leaves the run held, and
-    prints the commands that go on with that run (exit 130)."""
+    """Run ``start`` (a scenario, or a run resumed) reporting live, then print the rest and the
+    hook-call summary; exit 1 on a failed run or attention hold (or ``strict``'s failures)."""
     from belt.engine.hooksummary import strict_failures, summary_text  # start-up: the engine
 
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
