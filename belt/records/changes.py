@@ -1,8 +1,5 @@
-"""Wake-ups for readers that wait on a chat: a write in this process wakes them at once.
-
-The records layer calls ``touched(chat_id)`` after it writes a chat, a message or a run; a reader
-registers its ``Wake`` before its first look, and looks again at a low rate anyway, because a
-write from another process sends no signal.
+"""Wake-ups for readers that wait on a chat: a write in this process wakes them at once
+(``touched``); a write from another process sends no signal, so readers also look at a low rate.
 """
 
 from __future__ import annotations
@@ -88,13 +85,11 @@ def watching(chat_id: str) -> Iterator[Wake]:
 
 
 ANYTHING = "*"
-"""The key of readers woken by every write that wakes a chat's, and by the server's journal
-(the inspector's stream); no chat id is spelled so."""
+"""The key of readers woken by every write (the inspector's stream); no chat id is spelled so."""
 
 
 def touched(chat_id: object) -> None:
-    """Wake whoever waits on ``chat_id`` in this process, and whoever waits on ``ANYTHING``
-    (a look at one dictionary when nobody waits)."""
+    """Wake whoever waits on ``chat_id`` in this process, and whoever waits on ``ANYTHING``."""
     if not _waiting:
         return
     key = chat_id if isinstance(chat_id, str) else ANYTHING
@@ -110,7 +105,7 @@ def touched_anything() -> None:
 
 
 def touched_all() -> None:
-    """Wake every reader in this process (the server begins to stop: each sees it and ends)."""
+    """Wake every reader in this process (the server begins to stop)."""
     with _lock:
         wakes = [wake for chat in _waiting.values() for wake in chat]
     for wake in wakes:

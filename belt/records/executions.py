@@ -1,6 +1,4 @@
-"""Executions in the store: one entry per input a Nexus simulation executed (kind
-``execution``, id ``<sim id>-<turn>``), listed in turn order by the ``sim-executions`` index.
-"""
+"""Executions in the store: one entry per input a Nexus simulation executed."""
 
 from __future__ import annotations
 
@@ -26,11 +24,9 @@ class ExecutionEntry(TypedDict):
     conversation_id: NotRequired[str | None]
     input_message_id: NotRequired[str | None]
     hooks: NotRequired[Any]
-    """The lifecycle hooks the execution captured, in wire form."""
     approval_mode: NotRequired[str | None]
     profile: NotRequired[Any]
-    """Where those hooks came from (the stored profile's revision, the scenario, a run it
-    regenerates)."""
+    """Where its hooks came from (a profile's revision, the scenario, a run it regenerates)."""
 
 
 record_shape(EXECUTION, ExecutionEntry)
@@ -55,7 +51,7 @@ def read_execution(store: Store, sim_id: str, turn: int) -> ExecutionEntry:
 
 
 def execution_recorded(store: Store, sim_id: str, turn: int) -> bool:
-    """True once a simulation's execution has its entry (a process killed as it began has none)."""
+    """True once a simulation's execution has its entry."""
     return store.get(EXECUTION, execution_id(sim_id, turn)) is not None
 
 

@@ -1,8 +1,5 @@
-"""Hook tasks in the store: one task for an executor tool per (event, source) of an execution.
-
-A hook task (kind ``hooktask``) is updated under its lock so exactly one worker claims it; the
-``hooktask-pending`` tag lists the tasks a worker may claim and the run's ``run-hooktasks``
-index lists every task of a run. ``belt.executor.inbox`` schedules, claims and settles them.
+"""Hook tasks in the store: one task for an executor tool per (event, source) of an execution,
+updated under its lock so one worker claims it; ``belt.executor.inbox`` schedules and settles them.
 """
 
 from __future__ import annotations
@@ -34,29 +31,23 @@ class HookTask(TypedDict):
     timeout_ms: int
     deadline: NotRequired[str | None]
     decision: NotRequired[dict[str, object] | None]
-    """The executor's answer (``continue`` and the like), as it gave it."""
     error: NotRequired[dict[str, object] | None]
-    """Why it failed: ``code``, ``message`` and what the failure adds."""
     approval: NotRequired[dict[str, object] | None]
-    """The approval it waits for before it is dispatched: ``interrupt_id``, ``status`` and, once
-    settled, ``resolution``."""
+    """The approval it waits for before it is dispatched (``interrupt_id``, ``status``)."""
     max_continuations: NotRequired[int | None]
     continuations_used: NotRequired[int]
     tool_only: NotRequired[bool]
     approval_mode: NotRequired[str | None]
     sim_id: NotRequired[str | None]
     input: NotRequired[Any]
-    """What the tool is given (the event's payload), as the executor sends it."""
     chat_id: NotRequired[str | None]
     dispatched_at: NotRequired[str | None]
     claim: NotRequired[Any]
     """The worker that claimed the attempt: ``by``, ``at``, its process and a ``mark``."""
     result: NotRequired[Any]
-    """What the tool returned, as stored."""
     duration_ms: NotRequired[float | None]
     finished_at: NotRequired[str | None]
     history: NotRequired[list[dict[str, object]]]
-    """A summary of each earlier attempt."""
     created_at: NotRequired[str]
     updated_at: NotRequired[str]
 
@@ -68,23 +59,14 @@ def start_attempt(
     task: HookTask, status: str, attempt: int, stamp: str, deadline: str | None
 ) -> None:
     """Make ``task`` attempt ``attempt`` in ``status`` at ``stamp``, nothing claimed or answered."""
-    task["status"] = status
-    task["attempt"] = attempt
-    task["approval"] = None
-    task["dispatched_at"] = stamp
-    task["deadline"] = deadline
-    task["claim"] = None
-    task["result"] = None
-    task["decision"] = None
-    task["error"] = None
-    task["duration_ms"] = None
-    task["finished_at"] = None
-    task["updated_at"] = stamp
+    cleared = ("approval", "claim", "result", "decision", "error", "duration_ms", "finished_at")
+    task.update(cast(HookTask, dict.fromkeys(cleared)))
+    task["status"], task["attempt"], task["deadline"] = status, attempt, deadline
+    task["dispatched_at"] = task["updated_at"] = stamp
 
 
 def add_task(store: Store, task: HookTask) -> bool:
-    """Write a new task and list it on its run; False (nothing written, the task listed if it
-    was not) when a task of its id is stored already."""
+    """Write a new task and list it on its run; False when its id is stored already."""
     identity, run_id = task["id"], task["run_id"]
     try:
         store.create(HOOKTASK, identity, dict(task))

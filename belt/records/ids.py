@@ -11,12 +11,10 @@ from belt.store.clock import timestamp
 _ALPHABET = string.ascii_lowercase + string.digits
 _LENGTH = 20
 _SPACE = len(_ALPHABET) ** _LENGTH
-"""How many ids there are (about 2**103): one uniform draw below it picks one."""
 
 
 def new_id(prefix: str) -> str:
-    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6``, safe as a file name (one draw
-    from the system's randomness, written in base 36: a draw per character cost 20)."""
+    """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6`` (one draw, written in base 36)."""
     number = secrets.randbelow(_SPACE)
     digits = []
     for _ in range(_LENGTH):
@@ -26,6 +24,5 @@ def new_id(prefix: str) -> str:
 
 
 def now_iso() -> str:
-    """The time of the simulated world as records spell it (RFC 3339, milliseconds, ``Z``):
-    the virtual clock's, if one is in force, else wall time."""
+    """The time of the simulated world (the virtual clock's, else wall time) as records spell it."""
     return timestamp(clock.now())

@@ -1,6 +1,4 @@
-"""The journals of hook deliveries in the store: ``belt serve``'s (every hook request answered,
-docs/serve.md) and the replays' (every payload delivered again), their names spelled once here.
-"""
+"""The journals of hook deliveries: ``belt serve``'s (docs/serve.md) and the replays'."""
 
 from __future__ import annotations
 
@@ -10,19 +8,13 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from belt.store import Store
 
-JOURNAL = "journal"
-"""The log family of the journals (``logs/journal/<id>.jsonl``)."""
-
+JOURNAL = "journal"  # logs/journal/<id>.jsonl
 SERVE = "serve"
-"""``belt serve``'s journal: one record per hook request and the answer given."""
-
 REPLAY = "replay"
-"""The replays' journal: each payload delivered again, what was recorded and what came back."""
 
 
 class ServeLine(TypedDict):
-    """One line of ``belt serve``'s journal: a hook request and the answer given. A line read
-    back is outside input (a journal may be edited or cut short): readers check each field."""
+    """One line of ``belt serve``'s journal; read back, it is outside input to check."""
 
     kind: Literal["hook"]
     at: str
@@ -30,21 +22,17 @@ class ServeLine(TypedDict):
     name: str | None
     headers: dict[str, str]
     webhook_id: NotRequired[str]
-    """When the request was signed: its ``webhook-id``."""
     redelivery: NotRequired[bool]
     """A signed message delivered again, answered as the first time (no ``request``)."""
     request: NotRequired[Any]
-    """The body, when it was JSON."""
     event: NotRequired[str]
     tool: NotRequired[str]
     decision: NotRequired[str]
     reason: NotRequired[str]
     rule: NotRequired[int]
-    """The number of the policy rule that decided (``belt serve --policy``)."""
     warnings: NotRequired[list[str]]
     injected: NotRequired[bool]
     error: NotRequired[str]
-    """Why the request was refused (the problem's detail)."""
     status: NotRequired[int]
     response: NotRequired[dict[str, object]]
     duration_ms: NotRequired[float]
@@ -53,8 +41,7 @@ class ServeLine(TypedDict):
 
 
 class ReplayLine(TypedDict):
-    """One line of the replays' journal: a payload delivered again, beside the replay's row
-    (``Row.to_json``: number, event, tool, chat and run ids, recorded, replayed, changed)."""
+    """One line of the replays' journal: a payload delivered again, beside the replay's row."""
 
     kind: Literal["replay"]
     replay_id: str
@@ -84,13 +71,8 @@ HEADER_CHARS = 512
 MASK = "***"
 _SECRET_WORDS = ("auth", "cookie", "signature", "secret", "token", "key", "password")
 _SECRET_NAME = re.compile("|".join(_SECRET_WORDS))
-"""Any of the words, in one scan of a header's name (this runs for every header of every hook
-request)."""
-
-
 NAMES_KEPT = 256
-"""How many header names the journal remembers the spelling and secrecy of (then it forgets
-them all): a server is sent the same few names on every request."""
+"""How many header names the journal remembers the spelling and secrecy of."""
 _names: dict[bytes, tuple[str, bool]] = {}
 
 
@@ -104,8 +86,7 @@ def _header_name(raw: bytes) -> tuple[str, bool]:
 
 
 def journal_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """A request's headers as the journal keeps them: every value that can carry a secret
-    masked, each value and their number bounded."""
+    """A request's headers as the journal keeps them: secrets masked, values and number bounded."""
     kept: dict[str, str] = {}
     for name_bytes, value_bytes in raw[:HEADERS_KEPT]:
         name, secret = _names.get(name_bytes) or _header_name(name_bytes)

@@ -1,8 +1,7 @@
 """Leases: which process continues a run, so that exactly one ever does.
 
-A lease (pid, host, process start time) is taken inside the run's lock, so of many processes that
-try at once one wins and the others get a Conflict (exit 4); a lease whose holder is gone can be
-taken over, which is how an interrupted run goes on.
+A lease (pid, host, process start time) is taken inside the run's lock, so one of many processes
+wins (the others get exit 4); a lease whose holder is gone can be taken over.
 """
 
 from __future__ import annotations
@@ -22,13 +21,11 @@ if TYPE_CHECKING:
 
 LEASE = "lease"
 RENEW_AFTER = timedelta(minutes=1)
-"""How old a held lease of ``hold`` may get before it is written again (for a holder elsewhere,
-whose pid cannot be checked: ``FOREIGN_TTL``)."""
+"""How old a lease of ``hold`` may get before it is written again."""
 
 
 class Lease(TypedDict):
-    """A lease of its own (kind ``lease``), as ``mine`` makes it: one job that one process of
-    many does (``belt serve --approvals --workers N``: the one that settles gates)."""
+    """A lease (kind ``lease``, as ``mine`` makes it): one job that one process of many does."""
 
     pid: int
     host: str
@@ -38,8 +35,7 @@ class Lease(TypedDict):
 
 
 FOREIGN_TTL = timedelta(minutes=10)
-"""How long a lease held on another host counts as live without a renewal (its pid cannot be
-checked from here)."""
+"""How long a lease held on another host counts as live without a renewal."""
 
 
 @cache
@@ -49,8 +45,7 @@ def host() -> str:
 
 
 def process_start(pid: int) -> str | None:
-    """When process ``pid`` started, in clock ticks since boot (None where /proc cannot say):
-    it tells a pid's later process from the one a lease names."""
+    """When process ``pid`` started, in clock ticks since boot (None where /proc cannot say)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read().decode("ascii", "replace")
@@ -61,8 +56,7 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-_own_start = cache(process_start)
-"""When this process started (by pid, so a forked child reads its own)."""
+_own_start = cache(process_start)  # by pid, so a forked child reads its own
 
 
 def mine() -> Lease:
@@ -121,8 +115,7 @@ record_shape(LEASE, Lease)
 
 
 def hold(store: Store, name: str) -> bool:
-    """Take the lease ``name`` for this process, or keep it when this process holds it; False
-    while another live process holds it. A lease whose holder is gone is taken over."""
+    """Take or keep the lease ``name`` for this process; False while another live one holds it."""
     with store.lock(LEASE, name):
         if (lease := store.get(LEASE, name)) is not None and is_mine(lease):
             if utcnow() - parse_timestamp(str(lease["renewed"])) >= RENEW_AFTER:

@@ -1,9 +1,7 @@
 """A chat's messages: ChatMessageDTOs plus a ``sim`` object only the simulator needs, listed in
-order by the chat's ``chat-messages`` index and written through to the store as they change.
-
-An injection is written once, with the transcript row of the hook run that made it (``sim.row``);
-what its lifetime makes it at any moment (active, turns remaining, ended by its ttl or replaced)
-is read from the chat's ``turn_count`` and the messages after it (``settle_injections``).
+order by the chat's ``chat-messages`` index. An injection is written once, with the transcript row
+of the hook run that made it (``sim.row``); its lifetime is read from the chat's ``turn_count``
+and the messages after it (``settle_injections``).
 """
 
 from __future__ import annotations
@@ -47,29 +45,25 @@ record_shape(MESSAGE, Message)
 
 @dataclass(frozen=True)
 class NewMessage:
-    """A message to append (``Recorder.add_messages``): what ``Recorder.add_message`` takes."""
+    """A message to append (``Recorder.add_messages``)."""
 
     role: str
     run_id: str | None
     content: list[dict[str, object]]
     status: str = MessageStatus.READY
     sim: dict[str, Any] = field(default_factory=dict)
-    """What only the simulator keeps of it (sizes, injection lifetimes, a dialect's tags)."""
     message_id: str | None = None
     fields: Mapping[str, object] = field(default_factory=dict)
     row: NewMessage | None = None
-    """The transcript row of the hook run that made this injection: kept in its file and read
-    back as the message just before it (``expanded``)."""
+    """The transcript row of the hook run that made this injection, kept in its file."""
 
 
-ROW = "row"
-"""The key of ``sim`` under which an injection's file holds its transcript row."""
+ROW = "row"  # the key of ``sim`` under which an injection's file holds its transcript row
 
 
 def expanded(store: Store, record: Message) -> list[Message]:
-    """A stored message as the chat lists it: an injection that holds its transcript row is
-    that row, then the injection; any other message is itself. InvalidInput (exit 5) when the
-    row it holds is not the one belt wrote."""
+    """A stored message as the chat lists it: an injection that holds its row is that row, then
+    itself; InvalidInput (exit 5) when the row is not the one belt wrote."""
     if not isinstance(sim := record.get("sim"), dict) or ROW not in sim:
         return [record]
     row, shape = sim[ROW], {"id": str, "content": list, "sim": dict}
@@ -102,8 +96,7 @@ def folded(message: Message, row: Message | None) -> Message:
 
 
 def expires_turn(message: Message) -> int | None:
-    """The chat's ``turn_count`` at which an injection leaves the context by its ttl: the turn
-    it was made at plus its ``ttl_turns`` (None: it stays until replaced)."""
+    """The chat's ``turn_count`` at which an injection's ttl ends (None: it has none)."""
     info = (message.get("sim") or {}).get("injection") or {}
     ttl = int(info.get("ttl_turns") or 0)
     return int(info.get("turn") or 0) + ttl if ttl else None
@@ -115,8 +108,8 @@ def active_at(message: Message, turn: int) -> bool:
 
 
 def settle_injections(messages: Sequence[Message], turn_count: int) -> None:
-    """Give each injection of ``messages`` (a chat's, in order) what its lifetime makes it at
-    ``turn_count``: ``active``, ``remaining`` and, once ended, ``ended`` and ``updated_at``."""
+    """Give each injection of a chat's ``messages`` its ``active``, ``remaining`` and ``ended``
+    at ``turn_count``."""
     reached: dict[str, str | None] = {}
     latest: dict[str, Message] = {}
     live: list[Message] = []
@@ -196,10 +189,8 @@ class Recorder:
         self.messages: list[Message] = []
         self.by_id: dict[str, Message] = {}
         self.rows: dict[str, Message] = {}
-        """The transcript row each injection's file holds, by the injection's id."""
         self._index_size = -1
-        self._seen: object = None
-        """What stands for the chat's file as ``refresh_chat`` last read it."""
+        self._seen: object = None  # the chat's file as ``refresh_chat`` last read it
         self.reload_messages()
 
     def reload_messages(self) -> None:
@@ -216,8 +207,7 @@ class Recorder:
         return self.chat["id"]
 
     def refresh_chat(self) -> Chat:
-        """Re-read the chat (its settings may have changed from another process); only a stat
-        while its file is the one this recorder last read or wrote."""
+        """Re-read the chat if another process replaced its file (else only a stat)."""
         chat, self._seen = self.store.read_if_replaced(
             CHAT, check_id(self.chat_id, what="chat id"), self._seen
         )
@@ -231,14 +221,12 @@ class Recorder:
         self._wrote_chat()
 
     def release_chat(self, run_id: str | None) -> None:
-        """The chat is idle again once ``run_id`` ends (unless another run occupies it)."""
+        """The chat is idle again once ``run_id`` ends (``release_chat``)."""
         self.chat = release_chat(self.store, self.chat_id, run_id)
         self._wrote_chat()
 
     def _wrote_chat(self) -> None:
-        # What this recorder holds is the file it just wrote: the next refresh is a stat until
-        # another process replaces the file (the stamp kept is the one of the write, so a
-        # change made between the write and this line is still read).
+        # The stamp kept is the write's, so a change made since is still read.
         self._seen = self.store.seen(CHAT, self.chat_id)
 
     def add_message(
@@ -252,16 +240,13 @@ class Recorder:
         message_id: str | None = None,
         **fields: Any,
     ) -> Message:
-        """Append a message to the chat and persist it, after any another process added (under
-        the chat's order lock, so two writers never give out the same ``order``); a
-        ``message_id`` given is one the chat does not list yet."""
+        """Append a message to the chat and persist it (``add_messages``)."""
         new = NewMessage(role, run_id, content, status, sim or {}, message_id, fields)
         return self.add_messages([new])[0]
 
     def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
-        """Append messages as ``add_message`` does, under one hold of the order lock and listed
-        in one append: every file is written before any is listed, so a killed process leaves
-        unlisted files, never a listed message without its file."""
+        """Append messages after any another process added, under the chat's order lock; files
+        are written before they are listed, so none listed lacks its file."""
         if not new:
             return []
         added: list[Message] = []
@@ -299,7 +284,6 @@ class Recorder:
         return added
 
     def _new(self, one: NewMessage, stamp: str, before: int) -> Message:
-        """The message ``one`` makes, after the chat's messages and ``before`` more."""
         data = {
             "id": one.message_id or new_id("msg"),
             "chat_id": self.chat_id,
@@ -315,8 +299,7 @@ class Recorder:
         return cast(Message, data)
 
     def message(self, message_id: str) -> Message:
-        """A message of this chat that a run's record names; InvalidInput (exit 5) when the
-        chat's message index does not list it (the index was deleted or cut short)."""
+        """A message of this chat a run names; InvalidInput (exit 5) if the index lacks it."""
         if (found := self.by_id.get(message_id)) is None:
             path = self.store.index_path(MESSAGES, self.chat_id)
             raise InvalidInput(

@@ -1,8 +1,5 @@
-"""How a person names a record on the command line: its id, its short id, or a unique prefix.
-
-Every kind a command takes an id of (interrupts, runs, chats, registry entries) is found by
-``find_id``, so a prefix means the same thing everywhere and an ambiguous one is exit 4 with
-the candidates.
+"""How a person names a record on the command line: its id, its short id, or a unique prefix
+(``find_id``, the same for every kind; an ambiguous prefix is exit 4 with the candidates).
 """
 
 from __future__ import annotations
@@ -13,20 +10,16 @@ from belt.errors import Conflict, NotFound
 from belt.store import Store, check_id
 
 SHORT_LENGTH = 8
-"""A short id is the first 8 characters after the prefix: ``k2m9x0q4`` of
-``int_k2m9x0q4h7c1v8b5n3t6`` (one in 36**8, about 2.8e12)."""
 
 
 def short_id(record_id: str) -> str:
-    """The short id a terminal shows for ``record_id``, which names it as input too:
-    ``k2m9x0q4`` of ``int_k2m9x0q4h7c1v8b5n3t6`` (an id without a prefix is its own)."""
+    """The short id a terminal shows: ``k2m9x0q4`` of ``int_k2m9x0q4h7c1v8b5n3t6``."""
     _, sep, rest = record_id.partition("_")
     return rest[:SHORT_LENGTH] if sep and len(rest) > SHORT_LENGTH else record_id
 
 
 def names(ref: str, record_id: str) -> bool:
-    """True when ``ref`` names ``record_id``: a prefix of the id, or of what follows its
-    prefix (so ``int_k2m9``, ``k2m9x0q4`` and ``k2m9`` all name ``int_k2m9x0q4h7c1v8b5n3t6``)."""
+    """True when ``ref`` is a prefix of ``record_id`` or of what follows its ``_``."""
     return record_id.startswith(ref) or record_id.partition("_")[2].startswith(ref)
 
 
@@ -40,8 +33,8 @@ def find_id(
     first: Callable[[], Iterable[str]] | None = None,
     missing: Callable[[str], NotFound] | None = None,
 ) -> str:
-    """The id of the record of ``kind`` that ``ref`` names: its id, short id or a unique prefix
-    (exit 5, 3, or 4 listing the candidates); a prefix unique among ``first`` ids wins."""
+    """The id of the record of ``kind`` that ``ref`` names (exit 5, 3, or 4); a prefix unique
+    among ``first`` ids wins."""
     check_id(ref, what=f"{what} id")
     if store.exists(kind, ref):
         return ref
@@ -62,8 +55,7 @@ def _one(ref: str, found: list[str], plural: str) -> str:
 
 
 def named_or_given(find: Callable[[Store, str], str], store: Store, ref: str) -> str:
-    """The stored record ``ref`` names through ``find`` (Conflict, exit 4, when it names
-    several), else ``ref`` as it is: for filters, whose records may be gone or elsewhere."""
+    """The stored record ``ref`` names through ``find`` (exit 4 if several), else ``ref``."""
     try:
         return find(store, ref)
     except NotFound:

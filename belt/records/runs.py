@@ -27,13 +27,10 @@ SIM_RUNS = "sim-runs"
 CHAT_RUNS = "chat-runs"
 EVENTS_LOG = "events"
 GATED_RUNS = "gated-runs"
-"""Tag of the runs held at gates: what ``belt serve --resume`` looks at, and nothing more. A run
-is tagged before it holds and stays tagged while it (or its simulation's later runs) is
-continued, so a continuer killed at any moment leaves it to the next one
-(``belt.engine.entrypoints.resume_gated`` takes the tag off)."""
+"""Tag of the runs held at gates (``belt serve --resume``): tagged before a run holds, untagged
+once nothing of it is left to continue: a continuer killed at any moment leaves it to the next."""
 EMULATED_RUNS = "emulated-runs"
-"""Tag of the emulated runs (``belt serve``'s agent routes) that have not ended: what the
-servers look at to continue runs. A run leaves it in the step that ends it."""
+"""Tag of the emulated runs (``belt serve``'s agent routes) that have not ended."""
 
 TERMINAL_STATES = frozenset(
     {AgentRunState.COMPLETED, AgentRunState.FAILED, AgentRunState.CANCELED, AgentRunState.REJECTED}
@@ -45,8 +42,7 @@ HELD_STATES = frozenset({AgentRunState.INPUT_REQUIRED, ATTENTION_HOLD})
 
 
 def parked(run: Run) -> bool:
-    """True for a run that waits for a client tool's result: it stays ``working`` (as on the
-    platform) but nobody drives it until the result arrives, so it is held, not interrupted."""
+    """True for a ``working`` run that waits for a client tool's result: held, not interrupted."""
     return (
         run.get("state") == AgentRunState.WORKING
         and run.get("interrupt_reason") == InterruptReason.CLIENT_TOOL
@@ -68,7 +64,7 @@ class Run(TypedDict):
     chat_id: NotRequired[str | None]
     turn_index: NotRequired[int]
     execution: NotRequired[dict[str, Any] | None]
-    """The engine's persisted state the run resumes from (``next``: the step to take)."""
+    """The engine's state the run resumes from (``next``: the step to take)."""
     lease: NotRequired[Lease | None]
     error: NotRequired[str | None]
     hooks: NotRequired[dict[str, object] | None]
@@ -78,7 +74,6 @@ class Run(TypedDict):
     interrupt_reason: NotRequired[str | None]
     interrupt_tool_id: NotRequired[str | None]
     interrupt_meta: NotRequired[Any]
-    """The wire's ``interrupt_meta``: what the interrupt that holds the run says of itself."""
     kind: NotRequired[str]
     conversation_id: NotRequired[str | None]
     approval_mode: NotRequired[str | None]
@@ -119,8 +114,7 @@ RunEvent = TypedDict(
     },
     total=True,
 )
-"""One line of a run's event log (kind ``events``): a ``hook.executed`` agent event, with the
-run and when it was logged (``belt.engine.dispatch.executed_record`` makes the rest)."""
+"""One line of a run's event log (kind ``events``): a ``hook.executed`` agent event."""
 
 
 class RunView(TypedDict, total=False):
@@ -140,7 +134,6 @@ class RunView(TypedDict, total=False):
 
 
 DTO_FIELDS = tuple(name for name in RunView.__annotations__ if name != "interrupted")
-"""The AgentRunDTO fields of a stored run, in wire order (``RunView``'s)."""
 
 
 class Cancelled(Exception):
@@ -153,8 +146,7 @@ class RunRecord:
     def __init__(self, store: Store, data: Run) -> None:
         self.store = store
         self.data = data
-        self._checked: object = None
-        """What stands for the run's file as ``check_cancelled`` last found it not cancelled."""
+        self._checked: object = None  # the run's file as last found not cancelled
 
     @classmethod
     def create(
@@ -217,8 +209,7 @@ class RunRecord:
         return self.data.get("execution") or {}
 
     def transition(self, **changes: Any) -> None:
-        """Change the run under its lock (renewing this process's lease), unless it was
-        cancelled meanwhile (then Cancelled)."""
+        """Change the run under its lock, renewing this process's lease; Cancelled if it was."""
         changes["updated_at"] = now_iso()
 
         def apply(run: Run) -> Run:
@@ -232,14 +223,12 @@ class RunRecord:
             return run
 
         self.data = self.store.update(RUN, self.id, apply)
-        # What was just written is not cancelled (``apply`` saw to that): the next check decodes
-        # the file only once another process has replaced it.
+        # Not cancelled (``apply`` saw to that): the next check decodes only a replaced file.
         self._checked = self.store.seen(RUN, self.id)
         touched(self.data.get("chat_id"))
 
     def check_cancelled(self) -> None:
-        """Raise Cancelled when the run was stopped from another process (a stat, nothing decoded,
-        while nothing has replaced the file since it was last checked or written here)."""
+        """Raise Cancelled when another process stopped the run (a stat while nothing changed)."""
         current, checked = self.store.read_if_replaced(RUN, self.id, self._checked)
         if current is None:
             return  # the file found not cancelled last time
@@ -249,17 +238,15 @@ class RunRecord:
         self._checked = checked
 
     def log(self, *records: Mapping[str, object]) -> None:
-        """Append agent events (such as ``hook.executed``) to the run's event log in one write,
-        before the run goes on, not fsynced (the log grows with every hook)."""
+        """Append agent events to the run's event log in one write (not fsynced)."""
         at = now_iso()
         lines = [{"run_id": self.id, "at": at, **record} for record in records]
         self.store.append_group(EVENTS_LOG, self.id, lines, sync=False)
 
 
 def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
-    """Become the one process that continues a run; returns it, and whether it was interrupted
-    (left ``working`` by a holder that is gone). Conflict (exit 4) while another live process
-    holds it; an ended run is returned as it is, without a lease."""
+    """Become the one process that continues a run (Conflict, exit 4, while another lives); the
+    run and whether its last holder left it ``working``. An ended run gets no lease."""
     interrupted = False
 
     def apply(run: Run) -> Run:
@@ -280,8 +267,7 @@ def take_lease(store: Store, run_id: str) -> tuple[RunRecord, bool]:
 
 
 def take_over_ended(store: Store, run_id: str) -> RunRecord:
-    """Become the one process that goes on after an ended run, when its process is gone: the
-    last run's lease stands for the simulation's turn loop (Conflict, exit 4, while it lives)."""
+    """Take the lease of an ended run, which stands for its simulation's turn loop (exit 4)."""
 
     def apply(run: Run) -> Run:
         if run["state"] not in TERMINAL_STATES:
@@ -308,7 +294,7 @@ class _Ended(Exception):
 
 
 def release_lease(store: Store, run_id: str) -> None:
-    """Give up this process's lease on a run (it stays as it is, for another to continue)."""
+    """Give up this process's lease on a run."""
 
     def apply(run: Run) -> Run:
         if not leases.is_mine(run.get("lease")):
@@ -354,8 +340,7 @@ def interrupted(run: Run) -> bool:
 
 
 def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -> Run:
-    """Mark a run cancelled (``error`` says ``how``); Conflict if it ended, or if it is worked on
-    (not gone, not waiting for a client tool) and not ``force``d."""
+    """Mark a run cancelled; Conflict if it ended, or if a live process works on it unforced."""
 
     def apply(run: Run) -> Run:
         if (state := run["state"]) in TERMINAL_STATES:
@@ -378,7 +363,7 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
 
 
 def find_run_id(store: Store, ref: str) -> str:
-    """The id of the run ``ref`` names (``find_id``: its id, short id or a unique prefix)."""
+    """The id of the run ``ref`` names (``find_id``)."""
     hint = "list runs with `belt sim list`"
     return find_id(
         store, RUN, ref, what="run", missing=lambda r: NotFound(f"no run {r}", hint=hint)
@@ -401,7 +386,7 @@ def sim_runs(store: Store, sim_id: str) -> list[Run]:
 
 
 def listed_runs(store: Store, index: str, owner: str) -> list[Run]:
-    """The runs ``index`` lists for ``owner`` as they started (one not written yet is skipped)."""
+    """The runs ``index`` lists for ``owner``, as they started (one not written yet skipped)."""
     runs = (get_run(store, run_id) for run_id in store.members(index, owner))
     return [run for run in runs if run is not None]
 
@@ -412,7 +397,7 @@ def run_events(store: Store, run_id: str) -> list[RunEvent]:
 
 
 def run_dto(run: Run, extra_fields: tuple[str, ...] = ()) -> RunView:
-    """An AgentRunDTO of a stored run, a dialect's ``extra_fields``, ``interrupted`` if gone."""
+    """An AgentRunDTO of a stored run with a dialect's ``extra_fields``."""
     dto = {key: run.get(key) for key in (*DTO_FIELDS, *extra_fields)}
     if interrupted(run):
         dto["interrupted"] = True

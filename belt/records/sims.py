@@ -1,6 +1,6 @@
-"""Simulations in the store: the record that changes every turn (kind ``sim``), its scenario
-(``scenario``, written once, only grown by emulated chats), its agent (``agent``) and the private
-``hooks`` record that keeps full webhook URLs and ``--route`` routes out of the public objects.
+"""Simulations in the store: the record that changes every turn (``sim``), its scenario
+(``scenario``), its agent (``agent``) and the private ``hooks`` record (full webhook URLs and
+``--route`` routes, kept out of the public objects).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ SIM = "sim"
 SCENARIO = "scenario"
 AGENT = "agent"
 HOOKS = "hooks"
-"""The private record of a simulation's hooks (full webhook URLs) and its routes."""
 SIM_CHILDREN = "sim-children"
-"""Index of the child simulations a simulation started."""
 
 
 class SimParent(TypedDict):
@@ -54,34 +52,26 @@ class Sim(TypedDict):
     parent: NotRequired[SimParent]
     last_reply: NotRequired[int | None]
     source: NotRequired[str | None]
-    """The scenario file it was started from (none for an emulated chat)."""
     hooks_file: NotRequired[str | None]
     name: NotRequired[str | None]
     created_at: NotRequired[str]
     profile: NotRequired[Any]
-    """A Nexus simulation's configuration declaration, as the scenario gave it."""
     profile_revision: NotRequired[int | None]
     hooks_from: NotRequired[dict[str, str] | None]
-    """Where a Nexus simulation's profile got its lifecycle hooks when not from the scenario
-    (``source`` ``rho``, ``extension``, ``file``); cleared when a turn's profile replaces it."""
+    """Where a Nexus profile's lifecycle hooks came from when not from the scenario."""
     kind: NotRequired[str]
     """``chat``, or what started it: a task chat, a review branch."""
     emulated: NotRequired[bool]
     fail_closed: NotRequired[bool]
     tools: NotRequired[dict[str, object]]
-    """An emulated chat's tool settings, by tool name (``belt serve``'s agent routes)."""
+    """An emulated chat's tool settings, by tool name."""
     review: NotRequired[dict[str, object]]
-    """A review branch's review: its number, chat, owner, candidates and what saving them did."""
     clock: NotRequired[str]
     """The time of the simulation's virtual clock (absent: it runs on wall time)."""
     clock_from_wall: NotRequired[bool]
-    """True when that clock started at the wall time the simulation started at (its scenario
-    moves time but gives no ``clock``): its times differ from run to run."""
+    """True when that clock started at the wall time (its times differ from run to run)."""
     warnings: NotRequired[list[str]]
-    """What reading the scenario warned of: a path found from the current directory only."""
     registry: NotRequired[SimRegistry]
-    """What the scenario's registry directory loaded: ``owner``, ``directory`` and ``entries``
-    (each file and what saving it did)."""
 
 
 class Scenario(TypedDict):
@@ -92,7 +82,6 @@ class Scenario(TypedDict):
     chat: NotRequired[dict[str, object]]
     agents: NotRequired[dict[str, object]]
     executors: NotRequired[dict[str, str]]
-    """A Nexus scenario's ``[executors]``: tool name to target."""
 
 
 class Agent(TypedDict):
@@ -111,8 +100,7 @@ class SimHooks(TypedDict):
     hooks: list[Any]
     routes: NotRequired[list[Any]]
     located: NotRequired[dict[str, object]]
-    """Where each in-process hook's handler is loaded from, by the hook's index
-    (``belt.handlers.inprocess.Located``)."""
+    """Where each in-process hook's handler is loaded from, by the hook's index."""
 
 
 record_shape(SIM, Sim)
@@ -138,7 +126,7 @@ def create_sim(store: Store, sim: Mapping[str, object], scenario: Mapping[str, o
 def create_child_sim(
     store: Store, sim: Mapping[str, object], scenario: Mapping[str, object]
 ) -> Sim:
-    """Write a simulation another one started (a task chat, a review branch) under its parent."""
+    """Write a simulation another one started, listed under its parent."""
     created = create_sim(store, sim, scenario)
     write_hooks(store, created["id"], {"hooks": []})
     store.link(SIM_CHILDREN, created["parent"]["sim_id"], created["id"])
@@ -146,7 +134,7 @@ def create_child_sim(
 
 
 def child_sim_ids(store: Store, sim_id: str) -> list[str]:
-    """The ids of the child simulations a simulation started, in the order they started."""
+    """The ids of the simulations a simulation started, in order."""
     return store.members(SIM_CHILDREN, sim_id)
 
 
@@ -191,7 +179,7 @@ def scenario_path(store: Store, sim_id: str) -> Path:
 
 
 def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
-    """Add a turn to a simulation's scenario (an emulated chat's new message); returns its index."""
+    """Add a turn to a simulation's scenario; returns its index."""
 
     def apply(scenario: Scenario) -> Scenario:
         scenario["turns"] = [*(scenario.get("turns") or []), turn]

@@ -1,8 +1,5 @@
-"""Records as the platform API shows them: the ChatDTO with its messages, runs and gates.
-
-``belt sim show --json`` and ``belt serve``'s ``GET /chats/{id}`` build a chat from here, so both
-say the same thing; the public form (the API's) leaves out what only belt keeps (the ``sim`` part
-of a message, belt's fields on a run).
+"""Records as the platform API shows them: the ChatDTO with its messages, runs and gates, one
+form for ``belt sim show --json`` and ``belt serve``'s ``GET /chats/{id}``.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ def public_message(message: Mapping[str, object]) -> dict[str, object]:
 
 
 def chat_state(store: Store, chat_id: str) -> tuple[Chat, Run | None]:
-    """A chat and the run that occupies it, read as one step under the chat's lock (which its
-    writers take: ``RunSteps.chat_step``), so never a busy chat whose run has ended."""
+    """A chat and the run that occupies it, read under the chat's lock its writers take."""
     with store.lock(CHAT, check_id(chat_id, what="chat id")):
         chat = read_chat(store, chat_id)
         active = chat.get("active_run_id")
@@ -60,8 +56,7 @@ def chat_dto(
     with_messages: bool = True,
     state: tuple[Chat, Run | None] | None = None,
 ) -> ChatView:
-    """A chat as a ChatDTO: status, active run, messages and the pending interrupts of ``runs``
-    (default: the chat's own); ``public`` gives the API's shapes, ``state`` what chat_state read."""
+    """A chat as a ChatDTO with the pending interrupts of ``runs`` (default: the chat's own)."""
     chat, active = state if state is not None else chat_state(store, chat_id)
     if runs is None:
         runs = listed_runs(store, CHAT_RUNS, chat_id)
