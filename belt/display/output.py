@@ -1,9 +1,8 @@
 """All terminal rendering: the only module that imports rich.
 
-Colour follows ``NO_COLOR`` and TTY detection; the layout (tables fitted to the terminal, short
-ids) follows TTY detection alone. Much of what belt prints came from outside, so every function
-here shows control characters (C0, DEL, C1), lone surrogates and the bidirectional controls as
-visible escapes (``\x1b``, ``\n``, ``\u202e``), and never interprets rich markup in text.
+Colour follows ``NO_COLOR`` and TTY detection, the layout TTY detection alone. Much of what belt
+prints came from outside: every function here shows control characters, lone surrogates and bidi
+controls as visible escapes (``\x1b``, ``\u202e``), and never interprets rich markup in text.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+# The bidirectional controls (ALM, LRM, RLM, LRE-RLO, LRI-PDI): shown raw, U+202E reverses the
+# text after it, so a file name or a reason could read as something else (Trojan Source).
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-"""The bidirectional controls (ALM, LRM, RLM, LRE-RLO, LRI-PDI): shown raw, U+202E reverses
-the text after it, so a file name or a reason could read as something else (Trojan Source)."""
 _UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 _UNSAFE_IN_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff{BIDI_CONTROLS}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -54,8 +53,7 @@ def clean_block(text: str) -> str:
 def json_text(
     data: Any, *, indent: int | None = None, separators: tuple[str, str] | None = None
 ) -> str:
-    """JSON text that is safe on a terminal and still the same JSON value: DEL, C1, lone
-    surrogates and bidi controls, which json.dumps leaves raw, as ``\\u`` escapes (piped too)."""
+    """JSON text that is safe on a terminal and still the same JSON value (piped too)."""
     text = json.dumps(data, indent=indent, ensure_ascii=False, separators=separators)
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
@@ -73,8 +71,7 @@ def _wants_colour(stream: Any) -> bool:
 
 
 def console(*, stderr: bool = False) -> Console:
-    """A rich console on stdout or stderr, laid out for a terminal when it is one and styled only
-    when colour is on; made once for each stream and setting."""
+    """A rich console on stdout or stderr, made once for each stream and setting."""
     stream = sys.stderr if stderr else sys.stdout
     return _console(stream, _wants_colour(stream), is_terminal(stream), os.environ.get("COLUMNS"))
 
@@ -95,9 +92,8 @@ def _console(stream: Any, colour: bool, terminal: bool, columns: str | None) -> 
     )
 
 
+# Whether this command began its JSON document on stdout: an error is not a second one there.
 _printed_document: list[bool] = []
-"""Whether this command has begun one JSON document on stdout (``print_json``): an error after
-it (``--json``) is not printed as a second document there."""
 
 
 def printed_document() -> bool:
@@ -134,8 +130,7 @@ def print_json_stream(
     items: Iterable[object],
     tail: Callable[[], Mapping[str, object]],
 ) -> None:
-    """Print one JSON document on stdout as ``print_json`` would print ``{**head, key: [...],
-    **tail()}``, writing each item as it comes, so a long list is never held whole."""
+    """``print_json`` of ``{**head, key: [*items], **tail()}``, each item written as it comes."""
     _printed_document.append(True)
     sys.stdout.write(json_text({**head, key: []}, indent=2).removesuffix("[]\n}"))
     count = 0
@@ -192,8 +187,7 @@ def table(
     ids: Collection[int] = (),
     short: bool = True,
 ) -> None:
-    """Render rows as a table on a terminal (no word cut, else each row a block; the columns
-    ``ids`` shown short with ``short``), or as aligned plain text when piped."""
+    """Rows as a table on a terminal (else each row a block), aligned plain text when piped."""
     _pages(columns, [rows], ids=ids if short else ())
 
 
@@ -207,8 +201,7 @@ def listing(
     ids: Collection[int] = (),
     short: bool = True,
 ) -> None:
-    """What a command that lists prints: with ``--json``, ``data`` as its document; else
-    ``rows`` as a ``table``, or the line ``empty`` on stderr when there are none."""
+    """``data`` with ``--json``; else ``rows`` as a ``table``, or ``empty`` on stderr if none."""
     if not json_printed(json_, data):
         if rows:
             table(columns, rows, ids=ids, short=short)
@@ -217,8 +210,7 @@ def listing(
 
 
 def table_stream(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, page: int = 500) -> int:
-    """Render rows as ``table`` does while they come, ``page`` at a time (the first page sets
-    the widths); returns how many rows were printed."""
+    """Rows as ``table`` does while they come, ``page`` at a time; how many were printed."""
     remaining = iter(rows)
     return _pages(columns, iter(lambda: list(islice(remaining, page)), []))
 
@@ -262,17 +254,12 @@ def _pages(
     return count
 
 
-_TEXT = 12
-"""The narrowest a column of text is wrapped to (a table narrower than that is blocks)."""
-
-_GAP = 3
-"""The characters rich puts between two columns of a table without edges: " │ "."""
+_TEXT = 12  # the narrowest a column of text is wrapped to (a table narrower is blocks)
+_GAP = 3  # the characters rich puts between two columns of a table without edges: " │ "
 
 
 def _fitted_widths(columns: Sequence[str], cells: list[list[str]], width: int) -> list[int] | None:
-    """The width of each column of a table ``width`` characters wide in which no word is cut
-    (each column at least as wide as its longest word, the room left given to the columns
-    whose text would wrap), or None when even that does not fit."""
+    """Column widths of a table ``width`` wide in which no word is cut, or None if none fits."""
     from rich.cells import cell_len
 
     most: list[int] = []
@@ -361,8 +348,7 @@ def lines(rows: Sequence[tuple[str, str]], *, stderr: bool = False) -> None:
 
 
 class LiveLine:
-    """One line on stderr that a terminal shows rewritten every ``interval`` seconds until
-    ``stop`` clears it; nothing at all when stderr is not a terminal."""
+    """A line on a terminal's stderr, rewritten every ``interval`` seconds until ``stop``."""
 
     def __init__(self, text: Callable[[], str], *, interval: float = 1.0) -> None:
         self._text = text

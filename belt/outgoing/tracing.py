@@ -23,15 +23,13 @@ INSTALL_HINT = (
     "warning: tracing was asked for but OpenTelemetry is not installed; "
     "install it with: pip install 'belt[otel]' (going on without traces)"
 )
-REASON_LIMIT = 256
-"""The longest answer reason a span carries, in characters."""
+REASON_LIMIT = 256  # characters of an answer's reason a span carries
 
 _on = False
 _tracer: Any = None
 _provider: Any = None
 _hinted = False
-_threads: set[threading.Thread] = set()
-"""The threads tracing started in this process (the SDK's export threads)."""
+_threads: set[threading.Thread] = set()  # the SDK's export threads tracing started here
 _NOOP: ContextManager[Any] = contextlib.nullcontext()
 _KINDS = ("internal", "server", "client", "producer", "consumer")
 
@@ -42,8 +40,7 @@ def on() -> bool:
 
 
 def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
-    """Turn tracing on when an OTLP endpoint (``otlp`` or ``OTEL_EXPORTER_OTLP_*``) or
-    ``trace_file`` is given; whether it is on (a missing extra is said once)."""
+    """Turn tracing on for an OTLP endpoint or ``trace_file``; whether it is on."""
     global _on, _tracer, _provider, _hinted
     endpoint_set = otlp or any(
         os.environ.get(name)
@@ -80,9 +77,8 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         provider.add_span_processor(_batched(_file_exporter(trace_file)))
     _once_per_process()
     _threads.update(set(threading.enumerate()) - before)
-    # A forked child gets the export threads again from the SDK's own handlers, registered as
-    # the processors were made: this one runs after them and finds those threads, the only ones
-    # a child has then besides its main thread.
+    # A forked child gets the export threads again from the SDK's own fork handlers; this one
+    # runs after them and finds those threads, the only ones it has besides its main thread.
     os.register_at_fork(after_in_child=_threads_of_child)
     _provider = provider
     _tracer = provider.get_tracer("belt", __version__)
@@ -90,15 +86,13 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     return True
 
 
+# One export's time, retries included, unless OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT says: with
+# _gives_up, what a collector that cannot be reached costs a process, once.
 EXPORT_SECONDS = 3.0
-"""How long one export to a collector may take, its retries included, unless
-``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` or ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise: with
-:func:`_gives_up`, what a collector that cannot be reached costs a process, once."""
 
 
 def threads() -> set[threading.Thread]:
-    """The SDK's export threads in this process: belt's own, so a ``belt test`` worker holding them
-    is not one left with a thread of the user's code."""
+    """The SDK's export threads in this process (belt's own, not the user's code's)."""
     return {thread for thread in _threads if thread.is_alive()}
 
 
@@ -109,8 +103,7 @@ def _threads_of_child() -> None:
 
 
 def _gives_up(exporter: Any) -> Any:
-    """``exporter``, dropping its spans after one failed export, so an unreachable collector is
-    waited for once per command (the flag is in memory shared with forked workers)."""
+    """``exporter``, dropping spans after one failed export (a flag shared with forked workers)."""
     import mmap  # noqa: PLC0415 - start-up: when tracing only
 
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -187,15 +180,13 @@ def span(
     start_time_ns: int | None = None,
     links: Sequence[Mapping[str, str]] = (),
 ) -> ContextManager[Any]:
-    """A span current while the block runs (it yields the span; ``None`` when tracing is off); an
-    exception sets its status to ERROR with the type's name only (its text may carry a payload).
-    ``links`` are ``{"trace_id", "span_id"}`` in hex."""
+    """A span current while the block runs (``None`` when off); an exception's type name only
+    goes in its ERROR status (its text may carry a payload)."""
     return _Current(name, _clean(attributes), kind, start_time_ns, links) if _on else _NOOP
 
 
 class _Current:
-    """:func:`span`'s span: the SDK's ``start_as_current_span`` without its generators (a hook's
-    span is on every delivery's path), started from :func:`span`'s arguments."""
+    """:func:`span`'s span: ``start_as_current_span`` without its generators (on every hook)."""
 
     def __init__(self, *started: Any) -> None:
         self.started = started
@@ -227,8 +218,7 @@ class _Current:
 
 
 def begin(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
-    """Start a span current until :func:`end` (one that outlives its block, a turn); its handle,
-    ``None`` when tracing is off. Such spans end in the reverse order."""
+    """Start a span current until :func:`end` (a turn's), ended in reverse order; None if off."""
     if not _on:
         return None
     handle = _Current(name, _clean(attributes), "internal", None, ())
@@ -243,21 +233,18 @@ def end(handle: Any) -> None:
 
 
 def carried() -> dict[str, Any] | None:
-    """What a record keeps of a span that starts now and ends in whichever process settles it
-    (a gate): trace, parent span, start time; ``None`` when tracing is off."""
+    """What a record keeps of a span that starts now and ends where a gate is settled."""
     found = current()
     return None if found is None else {**found, "start_ns": now_ns()}
 
 
 def settlement(how: str, door: str | None = None) -> ContextManager[Any]:
-    """The ``belt.settlement`` span of a command that settles gates: how and through which door,
-    never who (the OS user is personal, and spans leave the machine)."""
+    """The ``belt.settlement`` span: how and through which door, never who (spans leave)."""
     return span("belt.settlement", {"belt.gate.settled_by": how, "belt.gate.door": door})
 
 
 def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[str, Any]) -> None:
-    """Record the span ``kept`` (:func:`carried`) as ending now, in its trace, linked to the
-    current span or to a ``belt.settlement`` span made for it."""
+    """End the span ``kept`` (:func:`carried`) now, linked to the current or a settlement span."""
     if not _on or not kept:
         return
     try:
@@ -359,9 +346,8 @@ def _link(link: Mapping[str, str]) -> Any:
 
 
 def _batched(exporter: Any) -> Any:
-    """The SDK's BatchSpanProcessor, queueing a lean copy of each span (a dict and tuples, not the
-    SDK's bounded containers): fewer objects reach the old GC generation while spans wait, so fewer
-    full collections (docs/performance.md, dispatch --otel). Exported, the copy is the same."""
+    """The SDK's BatchSpanProcessor queueing a lean copy of each span (a dict and tuples): fewer
+    objects reach the old GC generation, so fewer full collections (docs/performance.md)."""
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -386,19 +372,14 @@ def _batched(exporter: Any) -> Any:
     return Lean(exporter)
 
 
-_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
-
-
 def _file_exporter(path: Path) -> Any:
-    """A span exporter appending each batch to ``path`` as one line of OTLP/JSON (ids in hex, as the
-    OTLP file exporter specification says)."""
+    """A span exporter appending each batch to ``path`` as one line of OTLP/JSON, ids in hex."""
     from google.protobuf.json_format import MessageToJson  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class FileSpanExporter(SpanExporter):
-        # One write of a whole line to a file opened for appending, so the worker processes
-        # a command forks (``belt test``) append lines of their own to the same file.
+        # One write of a whole line, appended: forked workers append lines of their own.
         def __init__(self) -> None:
             self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -426,7 +407,7 @@ def _hex_ids(node: dict[str, Any]) -> dict[str, Any]:
     """An OTLP/JSON object with its ids in hex (protobuf's JSON writes bytes in base64)."""
     import base64  # noqa: PLC0415 - start-up: for a trace file only
 
-    for key in _ID_FIELDS:
+    for key in ("traceId", "spanId", "parentSpanId"):
         if isinstance(node.get(key), str):
             node[key] = base64.b64decode(node[key]).hex()
     return node

@@ -1,11 +1,9 @@
 """Every outgoing HTTP call of belt through one httpx transport per process.
 
-Connections are kept alive between calls (a forked child makes its own); a TLS context is made once,
-and only for ``https``. Nothing is kept between calls (no credentials, no cookies). A call has a
-**total** deadline: its connections come from httpcore pools on a network backend whose every
-connect, write and read gets only the time left, and its body is read up to a byte cap against it
-(httpx's timeouts bound each read only). The environment's proxies are honoured, never for a
-loopback host. ``using`` lends the process a transport of a test's or an embedder's."""
+Connections are kept alive between calls (never credentials or cookies). A call has a **total**
+deadline: httpcore pools on a network backend whose every connect, write and read gets only the
+time left, and a body read up to a byte cap against it (httpx's timeouts bound each read only).
+Proxies are honoured, never for loopback. ``using`` lends the process a test's transport."""
 
 from __future__ import annotations
 
@@ -28,13 +26,9 @@ import httpx
 from belt.deliveries.effects import is_loopback_host
 from belt.outgoing import tracing
 
-MAX_CONNECTIONS = 100
-"""The most connections open at once, for each proxy (or none) of a process's client."""
-KEPT_CONNECTIONS = 20
-"""The most idle connections kept open between calls."""
-KEEP_SECONDS = 4.0
-"""How long an idle connection is kept: less than the 5 s after which uvicorn (so ``belt
-serve``) and Node close theirs, so that a call seldom goes out on one just being closed."""
+MAX_CONNECTIONS = 100  # open at once, for each proxy (or none)
+KEPT_CONNECTIONS = 20  # idle, kept open between calls
+KEEP_SECONDS = 4.0  # under the 5 s of uvicorn and Node: a call seldom meets one being closed
 
 _END: contextvars.ContextVar[float | None] = contextvars.ContextVar("belt_call_end", default=None)
 
@@ -57,14 +51,12 @@ def _left(timeout: float | None, error: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
-WRITE_HELD = 64 * 1024
-"""The most bytes of a request held to go out in one write (a larger body goes as it comes)."""
+WRITE_HELD = 64 * 1024  # the most bytes of a request held to go out in one write
 
 
 class _Stream(httpcore.NetworkStream):
     """A connection that keeps to the call's deadline and sends a request in one write (httpcore
-    writes head and body apart: on a TCP_NODELAY connection, two packets and two wake-ups of the
-    server), holding the pieces until the call reads or they pass WRITE_HELD."""
+    writes head and body apart: two packets, two wake-ups) until the call reads or WRITE_HELD."""
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self.inner = inner
@@ -165,8 +157,7 @@ def _core_url(url: httpx.URL) -> httpcore.URL:
 
 
 class Transport(httpx.BaseTransport):
-    """httpx's transport over httpcore pools of ``_Backend`` connections, one per (https, proxy),
-    each made when first needed (a TLS context only for https)."""
+    """httpx's transport over httpcore pools of ``_Backend`` connections, one per (https, proxy)."""
 
     def __init__(self) -> None:
         self.backend = _Backend()
@@ -232,8 +223,7 @@ class Transport(httpx.BaseTransport):
 
 
 def proxy_for(scheme: str, host: str) -> str | None:
-    """The proxy the environment names for ``host`` over ``scheme``: none for a loopback host, nor
-    for one ``NO_PROXY`` names (a name, its subdomains, or ``*``)."""
+    """The proxy the environment names for ``host`` (none for loopback or ``NO_PROXY``)."""
     if is_loopback_host(host):
         return None
     env = os.environ
@@ -260,9 +250,9 @@ class _Process:
 
 
 _MINE = _Process()
+# A forked child's parents' state, kept unused: collecting it would close the child's copies of
+# their sockets, each with a ResourceWarning.
 _PARENTS: list[_Process] = []
-"""A forked child's parents' state, kept unused: collecting it would close the child's copies
-of their sockets, each with a ResourceWarning."""
 
 
 def _forked() -> None:
@@ -285,8 +275,7 @@ def tls_context() -> ssl.SSLContext:
 
 @contextmanager
 def using(lent: httpx.BaseTransport | httpx.AsyncBaseTransport) -> Iterator[None]:
-    """Send this process's calls through ``lent`` for the block, from every thread (``call``'s when
-    it is an ``httpx.BaseTransport``, ``async_client``'s when an ``httpx.AsyncBaseTransport``)."""
+    """Send this process's calls (sync or async, as ``lent`` is) through ``lent`` for the block."""
     mine = _MINE
     before, mine.lent = mine.lent, lent
     try:
@@ -318,14 +307,13 @@ def close() -> None:
 atexit.register(close)  # a process's kept connections are closed as it ends, not collected
 
 
+# What every request carries unless it says otherwise (httpx's client's own defaults), no more.
 HEADERS = {
     "accept": "*/*",
     "accept-encoding": "gzip, deflate",
     "connection": "keep-alive",
     "user-agent": f"python-httpx/{httpx.__version__}",
 }
-"""What every request carries unless its own headers say otherwise (httpx's client's own
-defaults). Nothing else: no credentials, no cookies."""
 
 
 @contextmanager
@@ -337,9 +325,9 @@ def call(
     headers: dict[str, str] | None = None,
     **content: Any,
 ) -> Iterator[httpx.Response]:
-    """Send a request through the process's transport and give its answer, body unread (``read``);
-    the whole call has ``timeout`` seconds. ``content`` is ``content=`` or ``json=``; credentials in
-    the URL go as basic authentication; redirects are not followed. Raises what httpx raises."""
+    """Send a request and give its answer, body unread (``read``), all within ``timeout`` seconds.
+
+    URL credentials go as basic authentication; no redirect is followed; raises what httpx does."""
     target = httpx.URL(url)
     sent = dict(HEADERS)
     if target.userinfo:
@@ -363,8 +351,7 @@ def call(
 
 
 def read(answer: httpx.Response, limit: int) -> bytes:
-    """The (decoded) body of ``call``'s answer, at most ``limit`` bytes (else TooLarge), within
-    the call's deadline (else ReadTimeout)."""
+    """``call``'s decoded body, up to ``limit`` bytes (else TooLarge), within its deadline."""
     body = bytearray()
     for chunk in answer.iter_bytes():
         body += chunk
@@ -375,9 +362,8 @@ def read(answer: httpx.Response, limit: int) -> bytes:
 
 
 def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
-    """An async client for ``url``'s origin (``belt serve --forward-to``): proxy as ``proxy_for``
-    gives it, TLS only for https. Its caller keeps each call's total deadline with
-    ``asyncio.timeout``; httpx's timeouts are the same, so none cuts a call first."""
+    """An async client for ``url``'s origin (``belt serve --forward-to``); its caller keeps each
+    call's total deadline with ``asyncio.timeout``."""
     if not isinstance(transport := _MINE.lent, httpx.AsyncBaseTransport):
         target = httpx.URL(url)
         proxy = proxy_for(target.scheme, target.host)
