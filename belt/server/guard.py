@@ -1,16 +1,9 @@
-"""What ``belt serve`` lets in: which requests are answered.
+"""What ``belt serve`` lets in: only requests no web page in the user's browser could forge.
 
-``RequestGuard`` stands in front of every route. A local server is reachable from every web page
-the user's browser opens, so it answers only a request that could not have been forged by one:
-its ``Host`` names this machine (a loopback name or address) or a name given with
-``--allow-host`` (a page whose name was rebound to 127.0.0.1 still sends its own name), or it
-carries the ``--token``; an ``Origin`` it carries is the server's own (browsers send one with
-every cross-origin POST, bodyless ones included); and a body that changes something is
-``application/json``, which another site's page cannot send without asking the server first
-(and the server never says yes). A refusal is a problem document and one live line.
-
-How long a client may take to send a request, and how many connections are held, is
-``belt.server.connections``.
+Its ``Host`` names this machine or an ``--allow-host`` name (a rebound page sends its own), or it
+carries the ``--token``; its ``Origin``, if any, is the server's own; a body that changes
+something is ``application/json`` (which needs a preflight the server never allows). A refusal
+is a problem document and one live line.
 """
 
 from __future__ import annotations
@@ -29,20 +22,11 @@ from belt.records.reports import Reporter, report_api
 from belt.server.problems import Problem
 
 BODY_LATE = "belt.body_late"
-"""A key set in the scope of a request whose connection was closed because its body came too
-late (or was closed to make room at the cap), so the guard's line says so."""
-
+"""A scope key: its connection was closed for a late body (or at the cap)."""
 STOPPING = "belt.stopping"
-"""A key set in the scope of a response still being sent when the server begins to stop: a
-stream that never ends by itself (the inspector's) ends when it sees it, instead of holding the
-server's graceful shutdown until its client leaves."""
-
+"""A scope key: the server began to stop while the request was going (a stream then ends)."""
 HOSTS_REMEMBERED = 64
 """How many ``Host`` values (and content types) a guard remembers the verdict on."""
-
-
-# -- who may ask ---------------------------------------------------------------------------------
-
 LOOPBACK_NAMES = ("localhost",)
 """Host names that always mean this machine (besides the loopback addresses)."""
 
@@ -52,17 +36,14 @@ HEADER_MAX = 255 + 8
 SHOWN_MAX = 100
 """How much of a refused header value a refusal quotes."""
 SAFE_METHOD_NAMES = ("GET", "HEAD", "OPTIONS")
-"""Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed), as the
-scope names them."""
+"""Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed)."""
 JSON_CHARSETS = ("utf-8", "utf8")
 LOOPBACK_HOSTS = "a loopback host (127.0.0.1, localhost, [::1])"
 CHECKED_HEADERS = frozenset((b"authorization", b"host", b"origin", b"content-type"))
-"""The headers the guard reads (uvicorn gives their names lowercase); it passes the others by."""
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
-    """A ``Host`` value's name (lowercase; an IPv6 address in brackets) and port, or None when
-    it is not a plain ``name[:port]``."""
+    """A ``Host`` value's name (lowercase; IPv6 in brackets) and port; None if not name[:port]."""
     if not value or len(value) > HEADER_MAX or not value.isascii():
         return None
     value = value.lower()
@@ -87,8 +68,7 @@ def split_host(value: str) -> tuple[str, int | None] | None:
 
 
 def is_loopback_name(name: str) -> bool:
-    """True for a host name or address (an IPv6 one in brackets or not) that only this machine
-    answers to."""
+    """True for a host name or address (IPv6 in brackets or not) only this machine answers to."""
     if name in LOOPBACK_NAMES:
         return True
     try:
@@ -110,8 +90,7 @@ def allowed_host_name(spec: str) -> str:
 
 
 def host_allowed(value: str, allowed: Iterable[str] = ()) -> bool:
-    """True when a ``Host`` value names this machine or one of the ``allowed`` names (any port:
-    the name is what a rebound page cannot change)."""
+    """True when a ``Host`` value names this machine or an ``allowed`` name (any port)."""
     parsed = split_host(value)
     if parsed is None:
         return False
@@ -120,8 +99,7 @@ def host_allowed(value: str, allowed: Iterable[str] = ()) -> bool:
 
 
 def same_origin(origin: str, host: str) -> bool:
-    """True when an ``Origin`` value is the origin of a page served by the host a request names
-    (``http://`` or ``https://`` and the same name and port); ``null`` and anything else is not."""
+    """True when an ``Origin`` is http(s) on the same name and port as the ``Host`` value."""
     if len(origin) > HEADER_MAX or not origin.isascii():
         return False
     scheme, sep, rest = origin.lower().partition("://")
@@ -137,28 +115,21 @@ def same_origin(origin: str, host: str) -> bool:
 def is_json_type(value: str) -> bool:
     """True for ``application/json``, with at most a UTF-8 ``charset`` parameter."""
     essence, *parameters = value.split(";")
-    if essence.strip().lower() != "application/json":
-        return False
-    for parameter in parameters:
-        key, _, given = parameter.strip().partition("=")
-        if not key and not given:
-            continue
-        if (
-            key.strip().lower() != "charset"
-            or given.strip().strip('"').lower() not in JSON_CHARSETS
-        ):
-            return False
-    return True
+    pairs = [parameter.strip().partition("=") for parameter in parameters]
+    return essence.strip().lower() == "application/json" and all(
+        (not key and not given)
+        or (key.strip().lower() == "charset" and given.strip().strip('"').lower() in JSON_CHARSETS)
+        for key, _, given in pairs
+    )
 
 
 def has_body(scope: Scope) -> bool:
     """True when a request's head announces a body (a length above 0, or chunks)."""
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (
-            name == b"content-length" and value.strip() not in (b"", b"0")
-        ):
-            return True
-    return False
+    return any(
+        name == b"transfer-encoding"
+        or (name == b"content-length" and value.strip() not in (b"", b"0"))
+        for name, value in scope["headers"]
+    )
 
 
 def shown(value: bytes) -> str:
@@ -168,10 +139,8 @@ def shown(value: bytes) -> str:
 
 
 class RequestGuard:
-    """Pure ASGI middleware in front of every route of ``belt serve`` (see the module's text).
-    With ``token``, every route but those ``is_open`` names needs ``Authorization: Bearer
-    TOKEN``, and a request that carries it is answered whatever its ``Host`` and ``Origin`` (a
-    page of another site cannot send that header without the server's leave)."""
+    """Pure ASGI middleware in front of every route; with ``token``, every route but those
+    ``is_open`` names needs the bearer token, and one carrying it skips the Host/Origin rules."""
 
     def __init__(
         self,
@@ -185,14 +154,11 @@ class RequestGuard:
         self.app = app
         self.token = token.encode("utf-8") if token else None
         self.allowed = frozenset(allowed_host_name(name) for name in allow_hosts)
-        # The verdicts on the few Host values and content types a server is sent (each
-        # request of a keep-alive client sends the same), remembered.
         self.host_allowed = lru_cache(HOSTS_REMEMBERED)(partial(host_allowed, allowed=self.allowed))
         self.json_type = lru_cache(HOSTS_REMEMBERED)(
             lambda value: is_json_type(value.decode("latin-1"))
         )
-        self._passed: tuple[str, str, list[tuple[bytes, bytes]]] | None = None
-        """The method, path and headers of the last request let in."""
+        self._passed: tuple[str, str, list[tuple[bytes, bytes]]] | None = None  # the last let in
         self.is_open = is_open
         self.report = report
 
@@ -210,10 +176,7 @@ class RequestGuard:
             return
         try:
             await self.app(scope, receive, send)
-        except ClientDisconnect:
-            # The client went away while its body was read (or was let go for sending it too
-            # slowly): nobody is left to answer, and nothing went wrong here, so one line says so
-            # (not a traceback).
+        except ClientDisconnect:  # nobody is left to answer: one line, not a traceback
             late = scope.get(BODY_LATE)
             self._tell(
                 "cut short",
@@ -226,9 +189,7 @@ class RequestGuard:
             )
 
     def check(self, scope: Scope) -> None:
-        """Raise a Problem for a request the rules refuse. The rules read only the method, the
-        path and the headers: a request with the same three as the last one let in (the next
-        request of a keep-alive client) is let in without reading them again."""
+        """Raise a Problem for a request the rules refuse (one like the last let in passes)."""
         passed = self._passed
         if (
             passed is not None

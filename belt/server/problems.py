@@ -1,19 +1,15 @@
 """RFC 9457 problem+json answers and strict request bodies, shared by every route of the server.
 
-Every error ``belt serve`` answers is a problem document, never a text/plain page: a body that is
-not strict JSON (NaN, deep nesting, huge integers, lone surrogates), a handler that fails or
-runs past its deadline, and an error nobody foresaw alike.
-
-One body satisfies every reader of the official SDKs: the general clients unwrap ``data`` and
-read a problem's ``detail``; the Python SDK's agent code wants ``"success": true`` and reads an
-error's ``error.message``. So a success is ``{"success": true, "data": …, "messages": []}`` and
-an error carries ``success`` and ``error`` beside the problem fields (``spec/WIRE.md``).
+Every error is a problem document. One body satisfies every SDK's reader (``spec/WIRE.md``): a
+success is ``{"success": true, "data": …, "messages": []}``; an error carries ``success`` and
+``error: {code, message}`` beside the problem fields.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -30,23 +26,8 @@ MAX_BODY_BYTES = 1024 * 1024
 PROBLEM_TYPE = "about:blank"
 
 
-TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    413: "Payload Too Large",
-    415: "Unsupported Media Type",
-    422: "Unprocessable Content",
-    500: "Internal Server Error",
-    501: "Not Implemented",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
-"""The problem title of each status (``Error`` for the rest)."""
+TITLES = {413: "Payload Too Large", 422: "Unprocessable Content"}
+"""The problem titles that are not Python's phrase of their status."""
 
 ERROR_CODES = {
     400: "invalid_request",
@@ -72,7 +53,7 @@ def json_bytes(document: Any) -> bytes:
 
 
 class Problem(Exception):
-    """An error answered as RFC 9457 problem+json, titled as its status is (``TITLES``)."""
+    """An error answered as RFC 9457 problem+json, titled as its status is."""
 
     def __init__(self, status: int, detail: str, **extra: Any) -> None:
         super().__init__(detail)
@@ -82,7 +63,7 @@ class Problem(Exception):
         """The problem document, with the SDKs' ``success`` and ``error`` beside it."""
         return {
             "type": PROBLEM_TYPE,
-            "title": TITLES.get(self.status, "Error"),
+            "title": TITLES.get(self.status) or HTTPStatus(self.status).phrase,
             "status": self.status,
             "detail": self.detail,
             "success": False,
@@ -94,8 +75,7 @@ class Problem(Exception):
         }
 
     def response(self, headers: dict[str, str] | None = None, *, agent: bool = False) -> Response:
-        """The problem as an HTTP response; for the agent routes (``agent``) typed
-        ``application/json``, the only type whose body the SDKs' async agent reads."""
+        """The problem as an HTTP response; ``agent``: typed ``application/json`` (the SDKs')."""
         media_type = "application/json" if agent else "application/problem+json"
         return Response(json_bytes(self.body()), self.status, headers, media_type)
 
@@ -108,8 +88,7 @@ def envelope(data: Any) -> Response:
 
 
 def belt_problem(exc: BeltError) -> Problem:
-    """A belt error as the problem the platform API would answer (every finding of invalid
-    input in ``errors``)."""
+    """A belt error as the platform API's problem (every finding of invalid input in ``errors``)."""
     problems = getattr(exc, "problems", None)
     extra = {"errors": [exc.message, *problems]} if problems else {}
     return Problem(http_status(exc), exc.message, **extra)
@@ -129,10 +108,8 @@ def answering(
     headers: dict[str, str] | None = None,
     problem_of: Callable[[BeltError], Problem] = belt_problem,
 ) -> Callable[[Request], Any]:
-    """A route whose ``handler`` returns its data, answered in the envelope (a Response as it
-    is), or raises a Problem or belt error (``problem_of`` makes its problem), answered as
-    problem+json, or for the SDKs' agents (``agent``) as ``application/json``; each
-    answer with ``headers``."""
+    """A route whose ``handler`` returns its data (in the envelope; a Response as it is) or
+    raises a Problem or belt error (``problem_of``'s problem)."""
 
     async def route(request: Request) -> Response:
         try:
@@ -153,8 +130,7 @@ Endpoint = Callable[[Request], Awaitable[Any]]
 
 
 def calling(method: Callable[..., Any], *params: str, body: bool = False) -> Endpoint:
-    """A route that calls ``method`` in a thread with the path parameters named ``params`` and,
-    with ``body``, the request's JSON object."""
+    """A route calling ``method`` in a thread with the path ``params`` (and the JSON ``body``)."""
 
     async def route(request: Request) -> Any:
         args: list[Any] = [request.path_params[name] for name in params]
@@ -171,8 +147,7 @@ async def internal_problem(request: Request, exc: Exception) -> Response:
 
 
 async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The body of the request of ``scope``, read from ``receive``, refused with 413 once it
-    passes ``limit`` bytes; ClientDisconnect when the client leaves before sending it all."""
+    """The request's body; 413 past ``limit`` bytes, ClientDisconnect when the client leaves."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             if value.isdigit() and int(value) > limit:
