@@ -1,7 +1,6 @@
 """What the platform does with a hook's decision, and what a hook run leaves on the record.
 
-Shared by the simulator (which applies decisions) and ``belt trigger`` (which explains them), so
-both say the same thing.
+Shared by the simulator and ``belt trigger``, so both say the same thing.
 """
 
 from __future__ import annotations
@@ -74,8 +73,7 @@ def effect_text(event: str, decision: HookDecision | str | None, reason: str | N
 
 
 def handler_label(handler_type: HookHandlerType | str, handler: str | None) -> str:
-    """How a handler is named on the record: a webhook by its host only (``py:`` and
-    ``policy:`` handlers as written: they carry no credentials)."""
+    """How a handler is named on the record: a webhook by its host only, others as written."""
     if handler_type == HookHandlerType.GATE:
         return "gate"
     if handler_type == HookHandlerType.WEBHOOK and handler:
@@ -90,8 +88,7 @@ def is_in_process(handler: str) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def url_host(url: str, *, every_port: bool = False) -> str:
-    """The host (and port when not the scheme's default, or always with ``every_port``) of a
-    URL, never its credentials; ``?`` for one that cannot be read."""
+    """The host (and port when not the default, or ``every_port``) of a URL; ``?`` if unreadable."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or "?"

@@ -1,7 +1,5 @@
-"""Recorded hook deliveries kept as ``belt test`` scenarios: one by the inspector's "Keep as a
-test" (``kept_scenario``), each one ``belt replay --save-tests DIR`` replays
-(``open_saving_replay``). The model is scripted to reach the same boundary with the same data;
-the hook is the handler under test, and an expectation pins the recorded or the replayed answer."""
+"""Recorded hook deliveries kept as ``belt test`` scenarios (the inspector's "Keep as a test",
+``belt replay --save-tests``): a scripted model reaches the same boundary with the same data."""
 
 from __future__ import annotations
 

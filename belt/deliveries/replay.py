@@ -1,10 +1,8 @@
 """``belt replay``: recorded hook payloads delivered again to a handler, the answers compared.
 
-The payloads come from ``belt serve``'s journal, a simulated run's webhook hooks, or a JSON lines
-file; they go to a URL (signed again with a secret), a policy file or a ``py:`` callable. A replay
-streams: each payload is delivered, journalled and handed on as its row, and nothing of it kept,
-so its memory does not grow with what was recorded; a line that cannot be read is skipped,
-counted and named in the report's ``problems``."""
+From ``belt serve``'s journal, a simulated run or a JSON lines file, to a URL, a policy or a
+``py:`` callable. A replay streams (its memory does not grow with what was recorded); a line that
+cannot be read is skipped, counted and named in ``problems``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``belt trigger``: send one hook payload (an event's sample, edited, or one given whole) to a
-webhook URL or a ``py:`` handler, and explain the answer with ``belt.deliveries.effects``, the
-code the simulator applies decisions with."""
+"""``belt trigger``: send one hook payload to a webhook URL or a ``py:`` handler, and explain the
+answer with ``belt.deliveries.effects``, as the simulator applies it."""
 
 from __future__ import annotations
 

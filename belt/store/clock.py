@@ -1,9 +1,7 @@
-"""Timestamps as stored records and the wire spell them (RFC 3339, UTC, milliseconds, ``Z``),
-and the one clock that stamps them.
+"""Timestamps as records and the wire spell them (RFC 3339, UTC, milliseconds, ``Z``).
 
-``utcnow()`` is wall time, for what waits in the real world (leases, deadlines, signatures);
-``now()`` is the simulated world's: wall time unless a virtual clock is in force (``using``,
-``installed``), which moves only when told, and only forward.
+``utcnow()`` is wall time (leases, deadlines, signatures); ``now()`` is the simulated world's:
+wall time unless a virtual clock is in force (``using``, ``installed``), which only moves forward.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ def utcnow() -> datetime:
 
 
 class VirtualClock:
-    """A clock that starts at a given moment and moves only when told, only forward (``on_move``
-    is told each new time); safe to share between threads."""
+    """A thread-safe clock that moves only when told, only forward (``on_move`` is told)."""
 
     def __init__(
         self, start: datetime, *, on_move: Callable[[datetime], None] | None = None
@@ -124,8 +121,7 @@ def check_moment(moment: datetime, what: str) -> datetime:
 
 
 def parse_rfc3339(text: str, what: str) -> datetime:
-    """An RFC 3339 timestamp with its offset (``2026-08-11T14:00:00Z``), in UTC, within the years
-    a virtual clock may show; InvalidInput naming ``what`` if it is not one."""
+    """An RFC 3339 timestamp with its offset, in UTC, in a virtual clock's years."""
     if not isinstance(text, str) or _RFC3339.fullmatch(text) is None:
         raise InvalidInput(
             f"{what}: {text!r} is not an RFC 3339 timestamp with an offset "

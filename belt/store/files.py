@@ -1,9 +1,7 @@
-"""Durable file primitives: atomic replace, atomic create, appending whole lines, and reading
-a file of the store without trusting what is at its name.
+"""Durable file primitives: atomic replace and create, appending whole lines, and reading.
 
-Every store file is opened through ``open_regular`` (no link followed, no FIFO waited on, nothing
-but a regular file taken) and read within ``OBJECT_MAX``, or ``LINE_MAX`` a line, so no file can
-make a reader hang or hold more than that.
+Every store file is opened through ``open_regular`` (a regular file only: no link followed, no
+FIFO waited on) and read within ``OBJECT_MAX`` (``LINE_MAX`` a line), so none can hang a reader.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class UnsafeFile(Exception):
-    """What is at a store file's name is not a regular file belt can read (a symbolic link, a
-    FIFO, a device, a directory) or is larger than its kind may be; ``why`` says which."""
+    """What is at a store file's name is not a regular file belt reads, or too large (``why``)."""
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
@@ -58,8 +55,7 @@ def _check_regular(mode: int) -> None:
 
 
 def open_regular(path: Path, *, flags: int = os.O_RDONLY) -> int:
-    """An open descriptor of the regular file at ``path`` (``FileNotFoundError`` when nothing is
-    there); UnsafeFile, before anything is read, for a link, a FIFO, a device or a directory."""
+    """A descriptor of the regular file at ``path``; UnsafeFile, before any read, for others."""
     try:
         fd = os.open(path, flags | SAFE_FLAGS)
     except OSError as exc:
@@ -79,8 +75,7 @@ def open_regular(path: Path, *, flags: int = os.O_RDONLY) -> int:
 
 
 def check_regular_or_missing(path: Path) -> None:
-    """UnsafeFile when something other than a regular file is at ``path`` (nothing is fine);
-    for files another library opens by name (the registry's SQLite index)."""
+    """UnsafeFile when something other than a regular file (or nothing) is at ``path``."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -124,19 +119,8 @@ TEMP_TRIES = 100
 _temp_numbers = itertools.count()
 
 
-def _temp_file(path: Path) -> tuple[int, str]:
-    # The temporary file lives beside its target so the rename never crosses a file system;
-    # its name starts with a dot and ends in .tmp, so listings skip it.
-    try:
-        return _new_temp_file(path)
-    except FileNotFoundError:
-        make_dirs(path.parent)
-        return _new_temp_file(path)
-
-
 def _new_temp_file(path: Path) -> tuple[int, str]:
-    """A new 0600 file beside ``path`` (``O_EXCL``), named by this process's, thread's and
-    write's number: ``mkstemp`` without drawing random names, most of what it cost."""
+    """A new hidden 0600 file beside ``path``, named by process, thread and count."""
     prefix = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{threading.get_ident()}-"
     for _ in range(TEMP_TRIES):
         name = f"{prefix}{next(_temp_numbers)}{TEMP_SUFFIX}"
@@ -144,6 +128,8 @@ def _new_temp_file(path: Path) -> tuple[int, str]:
             return os.open(name, TEMP_FLAGS, 0o600), name
         except FileExistsError:
             continue
+        except FileNotFoundError:
+            make_dirs(path.parent)
     return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
 
 
@@ -157,8 +143,7 @@ _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 
 
 class _writing:  # noqa: N801 (used as a function: ``with _writing(path):``)
-    """Within it, a write to ``path`` that fails for want of room (full disk, quota, size limit,
-    read-only or failing device) is a BeltError naming ``path``."""
+    """Within it, a write that fails for want of room is a BeltError naming ``path``."""
 
     __slots__ = ("path",)
 
@@ -181,23 +166,15 @@ def atomic_write(
 ) -> int | None:
     """Write ``data`` to a temporary file, fsync it, and move it to ``path`` in one step.
 
-    With ``exclusive`` the move is a hard link (FileExistsError when ``path`` exists), so two
-    creators of one name cannot both succeed. A full disk is a BeltError naming ``path``, which is
-    unchanged. With ``keep_open`` the descriptor written through is returned, open on the new file.
+    With ``exclusive`` the move is a hard link (FileExistsError when ``path`` exists); with
+    ``keep_open`` the descriptor written through is returned, open on the new file.
     """
     with _writing(path):
-        fd, tmp = _temp_file(path)
-        kept: int | None = None
+        fd, tmp = _new_temp_file(path)
         try:
-            try:
-                _write_all(fd, data)
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                if keep_open:
-                    kept = fd
-                else:
-                    os.close(fd)
+            _write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
             if exclusive:
                 try:
                     os.link(tmp, path)
@@ -211,16 +188,17 @@ def atomic_write(
             if fsync:
                 fsync_dir(path.parent)
         except BaseException:
-            if kept is not None:
-                os.close(kept)
+            os.close(fd)
             Path(tmp).unlink(missing_ok=True)  # gone already once moved to ``path``
             raise
-        return kept
+    if keep_open:
+        return fd
+    os.close(fd)
+    return None
 
 
 def read_bytes(path: Path, *, limit: int | None = None) -> bytes:
-    """The whole regular file ``path``, at most ``limit`` bytes (OBJECT_MAX); FileNotFoundError
-    when missing, UnsafeFile for a larger file or anything else at its name."""
+    """The regular file ``path``, at most ``limit`` bytes (OBJECT_MAX); else UnsafeFile."""
     limit = OBJECT_MAX if limit is None else limit
     fd = open_regular(path)
     try:
@@ -242,8 +220,7 @@ def read_bytes(path: Path, *, limit: int | None = None) -> bytes:
 
 
 def read_line(handle: BinaryIO, *, limit: int | None = None) -> bytes:
-    """The next line of ``handle`` with its newline if it has one (b"" at the end); UnsafeFile
-    when it is longer than ``limit`` (LINE_MAX)."""
+    """The next line of ``handle`` with its newline (b"" at the end); UnsafeFile past ``limit``."""
     limit = LINE_MAX if limit is None else limit
     line = handle.readline(limit + 1)
     if len(line) > limit and not line.endswith(b"\n"):
@@ -265,8 +242,7 @@ def read_first_line(path: Path) -> bytes:
 
 
 def iter_lines(handle: BinaryIO, start: int) -> Iterator[tuple[int, bytes]]:
-    """Each complete line of ``handle`` from byte ``start`` (the start of a line) on, with the
-    offset it starts at and without its newline; a torn last line (no newline) is not given."""
+    """Each complete line from byte ``start`` on, with its offset, without its newline."""
     handle.seek(start)
     offset = start
     while True:
@@ -278,8 +254,7 @@ def iter_lines(handle: BinaryIO, start: int) -> Iterator[tuple[int, bytes]]:
 
 
 def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -> None:
-    """Append one newline-terminated ``line`` to ``path`` (its lock held), cutting off a torn
-    last line first; a new file is created exclusively (FileExistsError), with ``header``."""
+    """Append ``line`` to ``path`` (lock held), cutting a torn tail; a new one gets ``header``."""
     try:
         fd = open_regular(path, flags=os.O_RDWR | os.O_APPEND)
     except FileNotFoundError:
@@ -297,8 +272,7 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
 
 
 def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.stat_result:
-    """Append ``line`` through ``fd`` (O_APPEND) to ``path``, whose last line is known complete
-    (its lock held); the file's status after the write."""
+    """Append ``line`` through ``fd`` to ``path``, whose last line is complete; its status after."""
     with _writing(path):  # a partly written line is torn: the next append cuts it off
         written = os.write(fd, line)
         if written < len(line):

@@ -1,8 +1,7 @@
-"""Inter-process locks: ``fcntl.flock`` on one lock file per guarded thing, re-entrant within a
-thread and exclusive against every other thread and process (the kernel drops a dead holder's).
+"""Inter-process locks: ``fcntl.flock`` on a lock file per guarded thing, re-entrant in a thread.
 
-A process keeps its lock files open (at most ``LOCKS_KEPT``); one deleted meanwhile is found by an
-``fstat`` under the lock and opened again by its name, and a forked child opens its own.
+Lock files stay open (at most ``LOCKS_KEPT``); one deleted meanwhile is opened again by its name,
+and a forked child opens its own.
 """
 
 from __future__ import annotations
@@ -40,9 +39,7 @@ def _open_lock_file(path: Path) -> int:
 
 
 class _LockFile:
-    """One lock file this process keeps open: ``depth`` holds of it by the thread that holds
-    ``mutex`` (re-entrant within a thread, exclusive between threads), its ``flock`` taken
-    while ``depth`` is above 0; ``closed`` once it is no longer kept (then taken anew)."""
+    """One kept lock file, held ``depth`` times by the thread holding ``mutex``, flocked."""
 
     __slots__ = ("closed", "depth", "fd", "mutex", "path")
 
@@ -54,8 +51,7 @@ class _LockFile:
         self.closed = False
 
     def take(self) -> bool:
-        """Take the ``flock`` (the caller holds ``mutex``); False, with this lock file closed
-        and no longer kept, when it was deleted since it was opened."""
+        """Take the ``flock`` (``mutex`` held); False, closed and forgotten, if it was deleted."""
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         if os.fstat(self.fd).st_nlink:
             return True

@@ -1,9 +1,7 @@
 """A store held in memory, with the records, rules and errors of the file store.
 
-``MemoryStore`` keeps a ``Store``'s files as bytes in dictionaries, encoded, checked and locked as
-the file store does it and seen by no other process: for records that need not outlast it (each
-scenario of ``belt test`` and the pytest plugin, ``belt sim run --ephemeral``). Files another
-library opens by name (the registry's search index) go in a scratch directory ``close`` removes.
+For records that need not outlast the process (``belt test``, ``belt sim run --ephemeral``);
+files another library opens by name go in a scratch directory ``close`` removes.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ class MemoryStore(Store):
 
     @property
     def root(self) -> Path:  # type: ignore[override]
-        """A scratch directory for files derived from records (the registry's search index),
-        made on first use."""
+        """A scratch directory for files derived from records, made on first use."""
         with self._mutex:
             if self._scratch is None:
                 self._scratch = tempfile.TemporaryDirectory(
@@ -70,8 +67,7 @@ class MemoryStore(Store):
         return self
 
     def snapshot(self) -> dict[str, bytes]:
-        """Every file the store holds, by its path, as the file store would hold it on disk
-        (tag markers as empty files): to compare what a step changed."""
+        """Every file the store holds by path, as the file store would hold it on disk."""
         with self._mutex:
             found = {key: bytes(value) for key, value in self._files.items()}
             found.update((key, bytes(value)) for key, value in self._lines.items())

@@ -1,8 +1,7 @@
 """The shape of every kind of record in the store, checked whenever one is read.
 
-A record that is valid JSON but not what belt wrote is damaged: reported with its path, never
-written over. A kind's shape is derived from its TypedDict, which its owner in ``belt.records``
-registers with :func:`record_shape`; only the fields belt relies on are checked.
+A record that is not what belt wrote is damaged (reported, never written over). Each kind's shape
+is derived from the TypedDict its owner in ``belt.records`` registers with ``record_shape``.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ RECORDS: dict[str, object] = {}  # the TypedDict of each kind of record, as its 
 
 
 def record_shape(kind: str, record: object) -> None:
-    """Check every record of ``kind`` read from a shape-checking store against ``record``, a
-    TypedDict (its shape is derived when first needed)."""
+    """Check each ``kind`` record a shape-checking store reads against TypedDict ``record``."""
     if not is_typeddict(record):
         raise TypeError(f"the shape of {kind} records must be a TypedDict, not {record!r}")
     RECORDS[kind] = record
@@ -42,8 +40,7 @@ def record_shape(kind: str, record: object) -> None:
 
 @cache
 def derive(record: object) -> Shape:
-    """The required and optional fields of a TypedDict, with the types each may hold (read
-    from the hints: ``__required_keys__`` is wrong under postponed annotations on 3.11)."""
+    """The required and optional fields of a TypedDict and their types (from the hints)."""
     hints = get_type_hints(record, include_extras=True)
     total = bool(getattr(record, "__total__", True))
     required: dict[str, Kinds] = {}

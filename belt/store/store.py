@@ -1,8 +1,7 @@
 """The embedded store: JSON files under the state directory, shared safely by many processes.
 
-Objects, indexes (members per owner), append-only logs, tags (marker files) and a private part,
-laid out as docs/store.md shows; every operation touches only the files of the objects it names,
-so its cost does not grow with the number of objects in the store.
+Objects, indexes, append-only logs, tags and a private part (docs/store.md); an operation touches
+only the files of the objects it names, so its cost does not grow with the store.
 """
 
 from __future__ import annotations

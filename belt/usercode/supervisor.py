@@ -245,9 +245,7 @@ class Supervisor:
     # -- items ----------------------------------------------------------------------------------
 
     def run(self, lost: Lost = None) -> Iterator[Any]:
-        """``step(*item)`` of each item in order, run in ``jobs`` workers two handfuls ahead.
-
-        An item lost or failed is ``lost(item, cause)``, or raised here without ``lost``."""
+        """``step(*item)`` of each item in order; a lost one is ``lost(item, cause)``, or raised."""
         count = len(self.items)
         pending: deque[int] = deque(range(count))
         done: dict[int, tuple[bool, Any]] = {}
@@ -340,8 +338,7 @@ class Supervisor:
     # -- calls ----------------------------------------------------------------------------------
 
     def call(self, func: Callable[..., Any], args: tuple[Any, ...], *, seconds: float) -> Reply:
-        """``func(*args)`` (sent by name) in a worker, ended past ``seconds`` (the reply says so);
-        where no process can be forked, in a thread of this one."""
+        """``func(*args)`` in a worker, ended past ``seconds`` (in a thread where none can fork)."""
         if not can_fork():
             outcome = loader.in_thread(functools.partial(func, *args), seconds, name="belt-call")
             if outcome is None:
