@@ -407,9 +407,7 @@ def for_resource(*, store: Store | None = None, resource_id: str) -> list[Interr
     return [to_dto(record) for record in _records(store, ids, True)]
 
 
-def pending_for_run(*, store: Store | None = None, run_id: str) -> list[InterruptJSON]:
-    """A run's pending interrupts; the run may resume when this is empty."""
-    return list_interrupts(store=store, run_id=run_id)
+pending_for_run = list_interrupts  # a run may resume when it has none
 
 
 def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
@@ -550,13 +548,8 @@ def resolve_batch(
     settled by this batch already is a repeat, which changes nothing."""
     store = open_store(store)
     batch = batch_id(digest)
-    settlement: Settlement = {
-        "how": "batch",
-        "batch": batch,
-        "digest": digest,
-        "user": by.get("user", "unknown"),
-        "door": by.get("door", "cli"),
-    }
+    settlement: Settlement = {"how": "batch", "batch": batch, "digest": digest}
+    settlement |= {"user": by.get("user", "unknown"), "door": by.get("door", "cli")}
     if "token" in by:
         settlement["token"] = by["token"]
     settled = _resolved(decision, data, settlement)
@@ -637,15 +630,9 @@ def sweep(
             raise _Skip
         at = stamp if record.get("virtual_clock") else wall_stamp
         default = on_expiry(record)
-        record.update(
-            {
-                "status": InterruptStatus.EXPIRED.value,
-                "resolution": default,
-                "resolved_at": at,
-                "updated_at": at,
-                "resolved_by": {"how": "expiry", "default": default},
-            }
-        )
+        record |= {"status": InterruptStatus.EXPIRED.value, "resolution": default}
+        record |= {"resolved_at": at, "updated_at": at}
+        record["resolved_by"] = {"how": "expiry", "default": default}
         return record
 
     for marker in store.tagged(PENDING):

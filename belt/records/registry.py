@@ -267,13 +267,13 @@ def _candidate(raw: Mapping[str, object], where: str, problems: list[str]) -> Ca
     for key in raw:
         if key not in FILE_KEYS:
             problem(str(key), f"unknown key (expected {keys}){did_you_mean(key, FILE_KEYS)}")
-    name = _text_value(raw, "name", problem, limit=MAX_NAME_CHARS, one_line=True)
+    name = _text_value(raw, "name", problem)
     kind = raw.get("kind")
     if kind is None:
         problem("kind", f"missing (one of {kinds})")
     elif kind not in KINDS:
         problem("kind", f"{_show(kind)} is not one of {kinds}{did_you_mean(kind, KINDS)}")
-    text = _text_value(raw, "text", problem, limit=MAX_TEXT_CHARS, one_line=False)
+    text = _text_value(raw, "text", problem)
     tags = _tags(raw.get("tags", []), problem)
     if len(problems) > before or name is None or text is None or not isinstance(kind, str):
         return None
@@ -281,14 +281,11 @@ def _candidate(raw: Mapping[str, object], where: str, problems: list[str]) -> Ca
 
 
 def _text_value(
-    raw: Mapping[str, object],
-    key: str,
-    problem: Callable[[str, str], None],
-    *,
-    limit: int,
-    one_line: bool,
+    raw: Mapping[str, object], key: str, problem: Callable[[str, str], None]
 ) -> str | None:
-    value = raw.get(key)
+    """The ``name`` (one line, whitespace made single) or ``text`` (stripped) of ``raw``."""
+    value, one_line = raw.get(key), key == "name"
+    limit = MAX_NAME_CHARS if one_line else MAX_TEXT_CHARS
     if not isinstance(value, str):
         problem(key, "missing" if value is None else f"expected a string, got {_describe(value)}")
         return None
@@ -499,15 +496,9 @@ def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
 
 
 def _record(
-    index: SearchIndex,
-    store: Store,
-    owner: str,
-    entries: Sequence[RegistryEntry] = (),
-    *,
-    removed: str | None = None,
+    index: SearchIndex, journal: int, entries: list[RegistryEntry], removed: str | None
 ) -> None:
     """Bring the index level with what was just written; if it cannot, the next reader rebuilds."""
-    journal = store.index_size(ENTRIES, owner)
     try:
         if removed is not None or entries:
             index.put([_index_row(entry) for entry in entries], journal=journal, removed=removed)
@@ -590,7 +581,7 @@ def save_candidates(
                     saved[outcome.id] = entry
                 outcomes.append(outcome)
         finally:
-            _record(index, store, owner, list(saved.values()))
+            _record(index, store.index_size(ENTRIES, owner), list(saved.values()), None)
         return outcomes
 
     return _change(store, owner, save)
@@ -699,7 +690,7 @@ def remove_entry(
         store.unlink(ENTRIES, owner, entry_id)
         changes = {"removed_at": stamp, "updated_at": stamp}
         entry = cast(RegistryEntry, store.merge(ENTRY, entry_id, changes))
-        _record(index, store, owner, removed=entry_id)
+        _record(index, store.index_size(ENTRIES, owner), [], entry_id)
         return entry
 
     return _change(store, owner, remove)
@@ -801,34 +792,27 @@ def load_directory(
             f"{directory}: {len(files)} entry files, above the maximum of {MAX_DIRECTORY_FILES}"
         )
     problems: list[str] = []
-    found: list[tuple[str, Candidate]] = []
-    names: dict[str, str] = {}
+    named: dict[str, tuple[str, Candidate]] = {}  # by normalised name
     for file in files:
-        where = str(file)
-        document = _read_entry_file(file, problems)
+        where, document = str(file), _read_entry_file(file, problems)
         candidate = None if document is None else _candidate(document, where, problems)
         if candidate is None:
             continue
-        if (key := normalise(candidate.name)) in names:
-            problems.append(f"{where}: name: {candidate.name!r} is also the name in {names[key]}")
-        else:
-            names[key] = where
-            found.append((where, candidate))
+        if (key := normalise(candidate.name)) in named:
+            problems.append(
+                f"{where}: name: {candidate.name!r} is also the name in {named[key][0]}"
+            )
+        named.setdefault(key, (where, candidate))
     if problems:
         raise InvalidInput(
             f"{directory}: {len(problems)} problem{'s' if len(problems) != 1 else ''} "
             "in the registry directory",
             problems=problems,
         )
-    outcomes = save_candidates(
-        store,
-        owner=owner,
-        candidates=[(candidate, Origin.person(where)) for where, candidate in found],
-        now=now,
-    )
+    found = [(candidate, Origin.person(where)) for where, candidate in named.values()]
+    outcomes = save_candidates(store, owner=owner, candidates=found, now=now)
     return [
-        Loaded(file=where, outcome=outcome)
-        for (where, _), outcome in zip(found, outcomes, strict=True)
+        Loaded(where, outcome) for (where, _), outcome in zip(named.values(), outcomes, strict=True)
     ]
 
 
