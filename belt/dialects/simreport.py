@@ -1,9 +1,5 @@
-"""A simulation's report as the shared parts and the dialects read it: what
-``belt.engine.readback.build_report`` returns and ``belt sim show --json`` prints.
-
-Every dialect's report has a ``simulation``, its ``chat`` and its ``runs``; what else it holds is
-what the dialect's ``report_extras`` adds (:class:`ReportExtras`).
-"""
+"""A simulation's report (``belt.engine.readback.build_report``, ``belt sim show --json``): its
+``simulation``, ``chat`` and ``runs``, and what its dialect's ``report_extras`` adds."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ class Head(TypedDict, total=False):
     turns_left: int
     resume_run: str
     profile: object
-    """A Nexus simulation's configuration declaration, its revision and where its hooks came
-    from."""
+    """A Nexus simulation's declaration, its revision and where its hooks came from."""
     profile_revision: int | None
     hooks_from: dict[str, str] | None
 
@@ -71,8 +66,7 @@ class Origin(TypedDict, total=False):
 
 
 class ReportRun(TypedDict, total=False):
-    """A run as a report lists it (``run_dto``, and the fields its dialect adds: Nexus's
-    ``kind``, ``attention``, ``hooks``, ``profile``, ``execution``...)."""
+    """A run as a report lists it (``run_dto``, with the fields its dialect adds)."""
 
     id: Required[str]
     state: Required[str]
@@ -117,8 +111,7 @@ class ReportChat(TypedDict):
 
 
 class Delivery(TypedDict, total=False):
-    """A ``hook.executed`` record as a report holds it (``belt.records.runs.RunEvent``), with
-    the tool call it was for or the message it followed."""
+    """A ``hook.executed`` record (``belt.records.runs.RunEvent``) as a report holds it."""
 
     run_id: str
     hook_event: str
@@ -168,8 +161,7 @@ class HookSummary(TypedDict):
 
 
 class DialectParts(TypedDict, total=False):
-    """What a built-in dialect's report holds beyond runs and messages: the platform's task
-    chats, review branches and boundaries reached, Nexus's executions and hook tasks."""
+    """What a built-in dialect's report holds beyond runs and messages."""
 
     tasks: list[Child]
     reviews: list[Child]

@@ -1,8 +1,5 @@
-"""Child simulations: the chats hooks start beside a simulation (task chats, review branches).
-
-Each is a simulation of its own linked to its parent, run in the background; the parent waits
-for all of them before it ends and records their failures in the order they started.
-"""
+"""Child simulations: the chats hooks start beside a simulation (task chats, review branches),
+each linked to its parent and run in the background until the parent ends."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
@@ -78,24 +75,13 @@ class Children:
         """The child simulation of one chat: one turn, no hooks, linked to its parent."""
         parent = self.simulation.sim
         scenario = {"dialect": "platform", "agent": {"name": name}, "chat": {}, "turns": [turn]}
-        sim = {
-            "id": new_id("sim"),
-            "dialect": "platform",
-            "kind": kind,
-            "source": parent.get("source"),
-            "hooks_file": None,
-            "name": name,
-            "agent_id": agent_id,
-            "chat_id": chat_id,
-            "next_turn": 0,
-            "status": SimStatus.RUNNING.value,
-            "created_at": now_iso(),
-            "hooks": [],
-            "fail_closed": False,
-            "parent": {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link},
-            **fields,
-        }
-        return create_child_sim(self.simulation.store, sim, scenario)
+        sim: dict[str, Any] = {"id": new_id("sim"), "dialect": "platform", "kind": kind}
+        sim |= {"source": parent.get("source"), "hooks_file": None, "name": name}
+        sim |= {"agent_id": agent_id, "chat_id": chat_id, "next_turn": 0}
+        sim |= {"status": SimStatus.RUNNING.value, "created_at": now_iso(), "hooks": []}
+        sim["fail_closed"] = False
+        sim["parent"] = {"sim_id": parent["id"], "chat_id": parent["chat_id"], **link}
+        return create_child_sim(self.simulation.store, sim | fields, scenario)
 
     def start(
         self,
@@ -149,19 +135,15 @@ def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[Chil
         child = read_sim(store, sim_id)
         if child.get("kind") != kind:
             continue
+        keys = ("id", "state", "error", "created_at")
+        runs = [{key: run.get(key) for key in keys} for run in sim_runs(store, sim_id)]
         view: Child = {
             "sim_id": sim_id,
             "chat_id": child["chat_id"],
             "agent": child["name"],
             "parent": child["parent"],
             "status": child["status"],
-            "runs": [
-                cast(
-                    "ReportRun",
-                    {key: run.get(key) for key in ("id", "state", "error", "created_at")},
-                )
-                for run in sim_runs(store, sim_id)
-            ],
+            "runs": cast("list[ReportRun]", runs),
         }
         if "review" in child:
             view["review"] = cast("Review", child["review"])

@@ -1,10 +1,6 @@
-"""Review branches: what ``belt:extract`` asks for, run by the engine off the loop.
-
-A review happens in a branch of the chat: a new chat holding a copy of it up to the reviewed
-message, hooks off, asked as the agent. There is no model offline, so the n-th review returns the
-candidates of the scenario's n-th ``[[reviews]]`` entry; each is saved to the owner's registry,
-and each entry saved gets an ``output`` edge from the branch.
-"""
+"""Review branches: what ``belt:extract`` asks for, run off the loop in a copy of the chat up to
+the reviewed message, hooks off, asked as the agent. With no model offline, the n-th review
+returns the scenario's n-th ``[[reviews]]`` candidates, saved to the owner's registry."""
 
 from __future__ import annotations
 
@@ -33,8 +29,7 @@ COPIED_ROLES = ("user", "assistant", "tool", "injection", "compaction")
 
 
 def review_request(system_prompt: str | None) -> dict[str, object]:
-    """What a review's model turn is asked with: as the agent (its system prompt), with no
-    tools offered, for an answer in the JSON schema of candidates."""
+    """What a review is asked with: the agent's system prompt, no tools, a candidates schema."""
     # Start-up: the registry (and its search index) only for a run that starts a review.
     from belt.records.registry import CANDIDATE_SCHEMA  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
@@ -88,8 +83,7 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
     )
 
     def save_outcomes(runs: list[Run]) -> str | None:
-        """Save the candidates to the owner's registry and record the outcomes once the branch's
-        runs ended; why not, if one did not complete."""
+        """Save the candidates and their outcomes once the branch ended; why not, if it failed."""
         if (reason := unfinished(runs, what="review")) is not None:
             return reason
         # Start-up: the registry only once a review has candidates to save.

@@ -1,9 +1,6 @@
-"""Task agents: the chats that task hooks start, run as child simulations.
-
-A task hook's handler creates a chat of the agent it names whose first message is the payload
-(``belt.engine.dispatch``); the engine runs it as a child (``belt.dialects.platform.children``) as
-the scenario scripts the agent (``[agents."ns/name"]``; none scripted: it acknowledges).
-"""
+"""Task agents: the chat a task hook starts (its first message the payload), run as a child
+simulation as the scenario scripts the agent (``[agents."ns/name"]``; none scripted: it
+acknowledges)."""
 
 from __future__ import annotations
 
@@ -59,14 +56,6 @@ def start_task(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, obje
         link={"run_id": run_id, "hook_event": payload.get("event")},
         first_input=first,
     )
-
-    loop.tasks.start(
-        sim,
-        describe=ChildOrigin(
-            parent_run_id=run_id if isinstance(run_id, str) else None,
-            hook_event=str(payload.get("event")),
-            handler=agent,
-            handler_type=HookHandlerType.TASK.value,
-        ),
-        after=partial(unfinished, what="task"),
-    )
+    parent_run = run_id if isinstance(run_id, str) else None
+    origin = ChildOrigin(parent_run, str(payload.get("event")), agent, HookHandlerType.TASK.value)
+    loop.tasks.start(sim, describe=origin, after=partial(unfinished, what="task"))
