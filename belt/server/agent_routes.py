@@ -1,13 +1,8 @@
 """The agent routes of ``belt serve``: the official SDKs run their agents against it, offline.
 
-``POST /agents/run`` appends a message to an emulated chat (``belt.emulator.conversation``) and
-answers at once; the run goes on in the background, every hook firing as in ``belt sim``. Its
-``agent_config`` may not name a ``py:`` handler: no request names code for the server to run
-(such agents are files under ``--agents DIR``, named by template ref). The chat is
-read with ``GET /chats/{id}`` (``belt.server.chat_routes``) or streamed (``belt.server.stream``);
-client tools, approvals and stops have their routes here. Every other route the SDKs call answers
-501, naming the route, never a silent success. Errors are the problem document of every route, typed
-``application/json`` (``Problem.response(agent=True)``).
+``POST /agents/run`` appends a message to an emulated chat and answers at once, the run going on
+in the background as in ``belt sim`` (no ``py:`` handler in a request's ``agent_config``); client
+tools, approvals and stops have routes here; every other SDK route answers 501, naming it.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ if TYPE_CHECKING:
     from belt.emulator.conversation import Emulator
 
 CONTINUE_INTERVAL = 0.25
-"""Seconds between two looks for emulated runs that can go on (settled elsewhere, or left by a
-server that is gone)."""
+"""Seconds between two looks for emulated runs that can go on."""
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -72,8 +66,7 @@ async def continue_forever(emulator: Emulator, interval: float = CONTINUE_INTERV
 
 
 def code_named(body: dict[str, object]) -> tuple[str, str] | None:
-    """The first hook handler of a request's ``agent_config`` that would run code in the
-    server's process (a ``py:`` handler), with its path; None when there is none."""
+    """The path and value of the first ``py:`` handler of a request's ``agent_config``."""
     config = body.get("agent_config")
     hooks = config.get("hooks") if isinstance(config, dict) else None
     if not isinstance(hooks, list):

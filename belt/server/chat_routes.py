@@ -1,11 +1,5 @@
-"""The chat routes of ``belt serve``: a chat and its transcript, hook rows included.
-
-``GET /chats/{id}`` answers the ChatDTO (status, active run, ``chat_messages``,
-``pending_interrupts``) and ``GET /chats/{id}/messages`` the chat's messages, in the platform's
-envelope, over the store: any client can read a simulated transcript as it would read the
-platform's. The official SDKs' agents call them, so their errors are typed as the agent routes'
-(``Problem.response(agent=True)``).
-"""
+"""The chat routes of ``belt serve``: ``GET /chats/{id}`` (the ChatDTO) and its ``/messages``, in
+the platform's envelope, errors typed as the agent routes' (the SDKs' agents call them)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """``/_belt/clock``: the virtual clock ``belt serve --clock`` runs on, which a test moves.
 
-``GET /_belt/clock`` says the server's time and whether it is virtual. ``POST /_belt/clock``
-with ``{"advance": "10m"}`` (a span as ``belt.store.clock.parse_duration`` reads it) or
-``{"to": "2026-08-11T14:10:00Z"}`` moves the clock forward, then sweeps at once, as the
-server's own sweep would at that time: the gates and approvals now overdue are settled with
-their default resolution before the answer, and the runs they held go on. A server started
-without ``--clock`` runs on wall time, which no request may move: the POST is refused with a
-409 problem (the route exists, the server's state does not allow it), as is a move backwards.
-Like every route, it is behind ``RequestGuard`` (Host, Origin, ``application/json``).
+``POST`` with ``{"advance": "10m"}`` or ``{"to": RFC3339}`` moves it forward, then sweeps at once
+(what is overdue is settled before the answer); on wall time, or backwards, it is a 409.
 """
 
 from __future__ import annotations
@@ -56,7 +50,7 @@ def clock_routes(clock: VirtualClock | None, sweep: Sweep) -> list[Route]:
 
 
 def moved(body: dict[str, object], clock: VirtualClock) -> datetime:
-    """``clock`` moved as ``body`` asks (``advance`` or ``to``); a 422 problem saying why not."""
+    """``clock`` moved as ``body`` asks (``advance`` or ``to``); a 422 saying why not."""
     keys = set(body)
     if keys not in ({"advance"}, {"to"}):
         extra = sorted(keys - {"advance", "to"})
@@ -75,8 +69,7 @@ def moved(body: dict[str, object], clock: VirtualClock) -> datetime:
         except BeltError as exc:
             raise Problem(422, exc.message) from None
         return clock.advance(delta)
-    try:
-        # It refuses, by name, a value that is not a string.
+    try:  # it refuses, by name, a value that is not a string
         moment = parse_rfc3339(cast(str, body["to"]), "to")
     except BeltError as exc:
         raise Problem(422, exc.message) from None

@@ -31,8 +31,7 @@ HANDLER_WORKERS = 16
 
 
 class HandlerFailed(Exception):
-    """A user's handler answered what is not a LifecycleHookResponse, or raised what must not
-    leave it (SystemExit, KeyboardInterrupt)."""
+    """A user's handler answered no LifecycleHookResponse, or raised SystemExit or Ctrl-C."""
 
 
 class HandlerTimeout(Exception):
@@ -40,9 +39,7 @@ class HandlerTimeout(Exception):
 
 
 class HandlerPool:
-    """The threads synchronous handlers run in, bounded and separate from the API routes: a
-    handler that hangs holds one of these threads, never one the platform routes need; when all
-    are held, calls wait for a thread within their own deadline and ``/healthz`` says so."""
+    """The bounded threads synchronous handlers run in, apart from the API routes' threads."""
 
     def __init__(self, workers: int = HANDLER_WORKERS) -> None:
         self.workers = workers
@@ -79,8 +76,7 @@ async def allow_all(payload: LifecycleHookPayload) -> Verdict:
 
 
 class PolicyDecider:
-    """A decider that applies a loaded policy; ``now`` decides without a coroutine (a policy
-    never waits), as a hook service calls it."""
+    """A decider that applies a loaded policy; ``now`` decides without a coroutine."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -102,13 +98,9 @@ def handler_decider(
     pool: HandlerPool | None = None,
     on_raise: Callable[[BaseException], None] | None = None,
 ) -> Decider:
-    """A decider that calls ``func(payload)`` within ``timeout`` seconds. ``payload`` is what
-    every ``py:`` handler gets (``argument_for``): the JSON object that was posted, or the
-    LifecycleHookPayload when the first parameter of ``func`` is annotated with it. A sync
-    callable runs on ``pool``'s threads. Past the deadline HandlerTimeout is raised (the thread
-    of a sync handler that hangs stays held until it returns); SystemExit and KeyboardInterrupt
-    from the handler become HandlerFailed and never stop the server. An exception the handler
-    raises is given to ``on_raise`` (``belt serve -v`` prints its traceback) and raised on."""
+    """A decider that calls ``func(payload)`` (the posted object, or the model if annotated)
+    within ``timeout`` s (HandlerTimeout), a sync one on ``pool``'s threads; SystemExit and
+    Ctrl-C become HandlerFailed; another exception goes to ``on_raise`` and on."""
     is_async = inspect.iscoroutinefunction(func)
     threads = pool if pool is not None else HandlerPool()
     as_model = wants_model(func)
@@ -141,9 +133,8 @@ def handler_decider(
 
 
 def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
-    """A handler's return value as a response, and a warning per key it held that was ignored:
-    None is allow, a dict is read as the platform reads a webhook's answer (``check_response``:
-    unknown keys are ignored, a known key of the wrong shape is refused)."""
+    """A handler's return value as a response (None: allow; a dict read as a webhook's answer),
+    and a warning per key ignored."""
     if result is None:
         return LifecycleHookResponse(), []
     response, warnings = result, list[str]()

@@ -1,13 +1,8 @@
 """``belt serve --forward-to URL``: hook requests passed on to the user's own handler.
 
-The decider POSTs each payload on to the URL (signed again with the server's secret, when it has
-one) through one async client for the server's life (``belt.outgoing.transport.async_client``),
-within the webhook timeout (30 s) as a total deadline and a bound on the answer's size, and answers
-what the handler answered; with tracing on, the request's ``traceparent`` goes on with it.
-``belt serve`` journals the request and that answer as it journals every hook request, so real
-traffic can be replayed later (``belt replay journal``) against an edited handler. A handler
-that fails (unreachable, slow, a non-2xx answer, a body that is not a LifecycleHookResponse) is
-a handler failure: the caller gets HTTP 500 saying why.
+Each payload is POSTed on (signed again with the server's secret; its ``traceparent`` carried)
+within the webhook timeout, and its answer answered and journalled, for ``belt replay journal``.
+A handler that fails (unreachable, slow, not 2xx, not a LifecycleHookResponse) is a 500.
 """
 
 from __future__ import annotations
@@ -42,15 +37,10 @@ def check_forward_url(url: str) -> str:
 class Forwarder:
     """A decider that asks the handler at ``url`` and answers what it answers.
 
-    One HTTP client serves every request for the server's life: the app's lifespan opens it at
-    start-up and closes it at shutdown (``async with``; a first request opens it if the app was
-    served without a lifespan). Its pool is bounded: at most ``MAX_CONNECTIONS`` requests
-    reach the handler at once (``KEPT_CONNECTIONS`` kept open between requests), the rest wait
-    for a connection within their deadline, in the forwarder (``slots``): httpx's pool looks
-    at each of its connections for each request it holds waiting, each time a request comes
-    or goes, which in a burst of hundreds cost seconds of CPU.
-    ``timeout`` is a total deadline for each request (the wait for a connection included); the
-    client's own timeouts are set to it, so none of httpx's shorter defaults cuts a call first.
+    One client for the server's life (the lifespan's ``async with``, or a first request). At
+    most ``MAX_CONNECTIONS`` requests reach the handler at once; the rest wait in ``slots``, not
+    in httpx's pool (which looks at every connection per waiter). ``timeout``: each request's
+    total deadline, the wait included.
     """
 
     def __init__(
@@ -65,8 +55,7 @@ class Forwarder:
         self.secret = secret
         self.timeout = timeout
         self.client: httpx.AsyncClient | None = None
-        self.slots = asyncio.Semaphore(MAX_CONNECTIONS)
-        """A request's turn to use the client (made anew with it: a loop's own)."""
+        self.slots = asyncio.Semaphore(MAX_CONNECTIONS)  # made anew with the client
 
     def open(self) -> httpx.AsyncClient:
         """The shared client, made now if it is not yet."""

@@ -1,18 +1,9 @@
 """``belt serve``'s journal, written in groups (group commit).
 
-A hook request hands its line to ``GroupJournal.write`` and waits. When the server can tell how
-many other requests are on their way to a line (``coming``: under belt's own connections, those
-whose bytes have come but whose app has not started, and the hook requests not yet at their
-line), a line none is coming to join is appended at once, and a group waits while some are, at
-most ``GROUP_TURNS`` turns of the event loop. When it cannot tell, the first line of a group
-queues the group's writer with ``call_soon``, behind every callback already queued (the requests
-ready in the same turn hand in their lines first), and the writer waits one turn more, and more
-while lines keep joining, at most ``GROUP_TURNS``. Either way the group's lines go in one append
-of the store (one lock, one write). A request waits a turn at a time (``asyncio.sleep(0)``)
-behind the writer, so it goes on in the turn its line is written; it is answered only once the
-append that holds its line has returned.
-A line is so as durable as one appended alone (written to the file, not fsynced: docs/serve.md,
-"The journal"), and a server killed after answering has its line on disk.
+A hook request hands its line to ``GroupJournal.write`` and is answered once the append that
+holds it returns. A group waits while other requests are on their way to a line (``coming``;
+when that is unknown, while lines keep joining), at most ``GROUP_TURNS`` turns of the event
+loop, then goes in one append: as durable as a line appended alone (not fsynced).
 """
 
 from __future__ import annotations
@@ -31,17 +22,15 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 JOURNAL_ERRORS = (BeltError, OSError, ValueError)
-"""What a journal that cannot be written raises (ValueError: a string the store cannot encode,
-such as a lone surrogate in a reason)."""
+"""What a journal that cannot be written raises (ValueError: a lone surrogate, say)."""
 
 UNWRITTEN = "the journal could not be written"
 """Why a line was not written when the store failed in a way it never should."""
 
 
 def stamp_now() -> str:
-    """The wall time now as a journal line's ``at`` (``2026-08-11T14:00:00.000Z``, as
-    ``belt.store.clock.timestamp`` writes it; a virtual clock never changes it): the date and
-    time of a second are formatted once, for all the lines of that second."""
+    """The wall time now as a journal line's ``at`` (as ``timestamp`` writes it), formatted
+    once a second."""
     global _second, _second_text
     second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
     if _second != second:
@@ -63,13 +52,9 @@ class _Group:
 
     lines: list[ServeLine]
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
-    """The loop the group is written in (asked once: each ask costs a system call)."""
-    looked: int = 0
-    """How many lines the writer saw at its last look."""
+    looked: int = 0  # the lines the writer saw at its last look
     turns: int = 0
-    results: list[str | BaseException | None] | None = None
-    """Once the group is written: None for each line written, else why not (or what the
-    store raised, for the request that began the group)."""
+    results: list[str | BaseException | None] | None = None  # once written: None, or why not
 
 
 class GroupJournal:
@@ -77,10 +62,8 @@ class GroupJournal:
 
     def __init__(self, store: Store, coming: Callable[[], int | None] = lambda: None) -> None:
         self.store = store
-        self.coming = coming
-        """How many other requests are on their way to a line, None when that is not known."""
+        self.coming = coming  # how many other requests are on their way to a line (None: unknown)
         self._group: _Group | None = None
-        """The group being gathered, None between groups."""
 
     @property
     def waiting(self) -> list[ServeLine] | None:
@@ -88,8 +71,7 @@ class GroupJournal:
         return self._group.lines if self._group is not None else None
 
     async def write(self, line: ServeLine) -> str | None:
-        """Append ``line`` with the others handed in meanwhile; once it is written, None, or why
-        it could not be (a journal that cannot be written must not stop hooks being answered)."""
+        """Append ``line`` with the others handed in meanwhile; None once written, else why not."""
         group = self._group
         if group is None:
             if self.coming() == 0:
@@ -108,8 +90,7 @@ class GroupJournal:
         return result
 
     def _flush(self, group: _Group) -> None:
-        """Write ``group`` once no other line is coming, or (when that is not known) after a
-        turn of the loop and more while lines keep joining it; at most GROUP_TURNS turns."""
+        """Write ``group`` once no other line is coming (or none joined in a turn)."""
         group.turns += 1
         if group.turns < GROUP_TURNS:
             coming = self.coming()
@@ -122,9 +103,7 @@ class GroupJournal:
         self._group = None
         try:
             group.results = list(self._append(group.lines))
-        except BaseException as exc:
-            # The store failed as it never should: the request that began the group gets the
-            # error (a 500), the others are answered with their line unwritten.
+        except BaseException as exc:  # the first request gets the error, the others UNWRITTEN
             group.results = [UNWRITTEN] * len(group.lines)
             group.results[0] = exc if isinstance(exc, Exception) else UNWRITTEN
             if not isinstance(exc, Exception):
@@ -135,8 +114,7 @@ class GroupJournal:
         try:
             append_serve_lines(self.store, lines)
             return [None] * len(lines)
-        except JOURNAL_ERRORS:
-            # One line the store refuses must not cost the others theirs: each on its own.
+        except JOURNAL_ERRORS:  # one line refused must not cost the others theirs
             return [append_one(self.store, line) for line in lines]
         finally:
             touched_anything()  # the inspector's stream: the deliveries changed

@@ -1,8 +1,5 @@
-"""The live lines ``belt serve`` prints: one per hook request, API call or sweep.
-
-Shared by ``belt serve`` and every worker process it starts; all text goes through
-``belt.display.output``, which escapes what came from outside (a request path, a reason).
-"""
+"""The live lines ``belt serve`` (and each worker) prints: one per hook request, API call or
+sweep, through ``belt.display.output`` (which escapes what came from outside)."""
 
 from __future__ import annotations
 
@@ -23,9 +20,7 @@ def render_record(record: dict[str, Any]) -> None:
     """One live line for a hook request, an API call, a sweep or a run that went on."""
     clock = _clock(record.get("at"))
     kind = record.get("kind")
-    if kind == "hook" and not record.get("journal_error"):
-        # The line a server prints for nearly every request: all but its clock and duration
-        # are made once for each answer it gives.
+    if kind == "hook" and not record.get("journal_error"):  # made once per answer given
         middle, style = _kept_hook_line(record)
         output.lines([(f"{clock}  {middle}  {record['duration_ms']:.1f} ms", style)])
         return
@@ -50,7 +45,6 @@ def render_record(record: dict[str, Any]) -> None:
 
 HOOK_LINE_FIELDS = tuple("name status event error tool decision injected reason redelivery".split())
 """The fields of a hook's record its live line shows, but for its clock and duration."""
-
 HOOK_LINES_KEPT = 256
 """How many hook lines (each but its clock and duration) are kept made."""
 
@@ -92,7 +86,6 @@ def _hook_line(record: dict[str, Any]) -> tuple[str, str]:
 
 
 DECISION_STYLES = {"deny": "red", "stop": "red", "suspend": "yellow"}
-"""The style of a hook's line by its decision (plain for the others)."""
 
 
 def _clock(stamp: Any) -> str:

@@ -1,10 +1,5 @@
-"""``belt serve --resume``: continue simulated runs as soon as their gates are settled.
-
-A gate resolved through this server's API, from another terminal, or by the sweep lets its run
-go on here, with no ``belt sim resume``. Each pass reads only the runs tagged as held at gates;
-each run is continued by one process only (its lease), so several servers or a person resuming by
-hand never run a tool twice.
-"""
+"""``belt serve --resume``: continue simulated runs as soon as their gates are settled, however
+settled (each run by one process only: its lease)."""
 
 from __future__ import annotations
 
@@ -27,9 +22,7 @@ RESUME_INTERVAL = 1.0
 async def resume_forever(store: Store, report: Reporter | None, interval: float) -> None:
     """Continue settled runs now and every ``interval`` seconds until cancelled."""
     while True:
-        try:
-            # Emulated chats' runs are the agent routes' own (belt.server.agent_routes), so that one
-            # thread of this server, never two, continues each of them.
+        try:  # emulated chats' runs are the agent routes' own
             tried = await run_in_threadpool(resume_settled, store, emulated=False)
         except Exception as exc:  # one bad pass is reported; the server stays up
             tried = [{"run_id": "-", "error": f"{type(exc).__name__}: {exc}"}]

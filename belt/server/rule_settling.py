@@ -1,10 +1,7 @@
 """``belt serve --approvals FILE``: the server settles gates by rules as they open.
 
-Of the processes of one store (``--workers N``, or several servers), one settles at a time: the
-one that holds the ``approvals`` lease (``belt.records.leases.hold``); the others look again
-every second and take it over when its holder is gone. The holder follows the store's gates
-with a :class:`~belt.records.interrupts.Watch`, as ``belt interrupt auto`` does, and each
-settlement is a resolve in the store, recorded as the rule's in the gate's trail.
+Of a store's processes, the one holding the ``approvals`` lease settles (the others look every
+second), following the gates with a ``Watch`` as ``belt interrupt auto`` does.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""How ``belt serve`` ends: on Ctrl-C (SIGINT) or SIGTERM, with one line and a documented code.
-
-Only the standard library: ``belt serve`` enters ``stopping_on_signals`` before it imports the
-server, so a SIGTERM while it loads ends it as one while it serves does.
-"""
+"""How ``belt serve`` ends on Ctrl-C or SIGTERM: one line and a documented code (standard library
+only: entered before the server is imported)."""
 
 from __future__ import annotations
 
@@ -16,14 +13,8 @@ from belt.errors import ExitCode, Interrupted
 
 
 class Stopped(Interrupted):
-    """``belt serve`` stopped on a signal, as asked: one line; exit 130 for Ctrl-C (SIGINT), 0
-    for SIGTERM (the way a service manager asks a service to stop, so a stop it asked for is
-    not counted as a failure).
-
-    ``threads_left`` says whether threads Python would wait for at exit are still running (a
-    ``--handler`` call cut off goes on in its thread until it returns): then the process must
-    end without waiting for them.
-    """
+    """``belt serve`` stopped on a signal: exit 130 for Ctrl-C, 0 for SIGTERM (a service
+    manager's stop); ``threads_left``: non-daemon threads the exit must not wait for."""
 
     def __init__(self, message: str, *, exit_code: ExitCode) -> None:
         super().__init__(message)
@@ -35,8 +26,7 @@ class Stopped(Interrupted):
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived while ``belt serve`` ran (a BaseException, as KeyboardInterrupt is for
-    SIGINT: nothing that catches Exception may hold it)."""
+    """SIGTERM arrived while ``belt serve`` ran (a BaseException, as KeyboardInterrupt is)."""
 
 
 def terminated(signum: int, frame: FrameType | None) -> None:
@@ -46,10 +36,8 @@ def terminated(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def stopping_on_signals() -> Iterator[None]:
-    """For the ``with`` block, SIGTERM raises Terminated in the main thread, as SIGINT raises
-    KeyboardInterrupt (uvicorn takes both over while it serves, stops gracefully, and raises
-    the signal again once stopped); either one leaving the block becomes ``Stopped``. The
-    handler SIGTERM had is put back after; nothing changes outside the main thread."""
+    """For the block, SIGTERM raises Terminated in the main thread; it or Ctrl-C leaving the
+    block becomes ``Stopped``."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminated) if main else None
     try:

@@ -1,20 +1,10 @@
-"""``GET /chats/{id}/stream``: a chat's events as NDJSON, derived from the store.
+"""``GET /chats/{id}/stream``: a chat's events as NDJSON, as the official SDKs read them.
 
-One JSON object per line, as the official SDKs read them: ``{"event": "chat_messages", "data":
-ChatMessageDTO}``, ``{"event": "chats", "data": ChatDTO}`` (without its messages), ``{"event":
-"delta", "data": {"delta": {"response": …}, "seq": n, "resource_id": message id}}`` before an
-assistant message of the current run, and ``{"type": "heartbeat"}`` after every
-``HEARTBEAT`` seconds of silence. A stream first replays the chat as it is (its messages, then
-the chat), then sends what changes.
-
-Everything is read from the store (the chat record, the size of its message index, the messages
-of the run that is going on), never from one process's memory, so a stream served by any worker
-of ``belt serve --workers`` sees the runs every other worker drives. A stream does not poll: a
-write through the records layer in this process wakes it (``belt.records.changes``), and every
-``FALLBACK`` seconds it looks at a stamp of the chat (two ``stat`` calls) for what other
-processes wrote. A stream ends once the chat,
-seen busy, is idle again (its run ended), or once a run that began after it connected has
-ended; a stream that saw no run stays open, with heartbeats, until the client leaves.
+``chat_messages`` (with ``delta`` events before an assistant message of the current run),
+``chats`` (without its messages) and heartbeats: first the chat as it is, then what changes.
+All is read from the store, so any ``--workers`` process serves it; a write in this process
+wakes it (``belt.records.changes``), another's shows in a stamp looked at every ``FALLBACK`` s.
+It ends once the chat, seen busy, is idle again (or a run begun since has ended).
 """
 
 from __future__ import annotations
@@ -38,8 +28,7 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 FALLBACK = 1.0
-"""Seconds between two looks at the chat in the store when no write in this process woke the
-stream (a write from another process sends no signal)."""
+"""Seconds between two looks at the chat's stamp when no write in this process woke the stream."""
 WHOLE_LOOK = 30.0
 """Seconds after which a fallback look reads the chat even though its stamp did not move."""
 HEARTBEAT = 15.0
@@ -54,8 +43,7 @@ def line(document: dict[str, Any]) -> bytes:
 
 
 def deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """The token deltas of an assistant message: its text a few characters at a time, then its
-    tool calls (merged by index, as the SDKs' accumulators do)."""
+    """The token deltas of an assistant message: its text, then its tool calls (by index)."""
     text = "".join(
         str(block.get("text") or "")
         for block in message.get("content") or []
@@ -95,17 +83,14 @@ class ChatWatch:
         self.sent: dict[str, str] = {}
         self.index_size = -1
         self.chat_key: tuple[Any, ...] | None = None
-        self.open_from = 0
-        """Position in the message index from which messages may still change (the messages of
-        runs that ended do not)."""
+        self.open_from = 0  # where in the message index messages may still change
         self.replay_run: str | None = None
         self.saw_busy = False
         self.runs_at_connect: int | None = None
         self.first = True
 
     def stamp(self) -> tuple[int, ...] | None:
-        """A cheap sign that another process wrote the chat: its file's identity and the size of
-        its message index (None when the store keeps no file to look at)."""
+        """A cheap sign that another process wrote the chat (None: no file to look at)."""
         try:
             info = os.stat(self.store.path(CHAT, self.chat_id))
             size = self.store.index_size(MESSAGES, self.chat_id)
@@ -114,10 +99,8 @@ class ChatWatch:
         return (info.st_ino, info.st_mtime_ns, info.st_size, size)
 
     def look(self) -> tuple[list[dict[str, Any]], bool]:
-        """The events to send now, and whether the stream is over (the chat's run, seen going
-        on, has ended)."""
-        # The chat and its run first, as one step; then its messages, which so hold at least
-        # every message written before that step (a run's last one before its end).
+        """The events to send now, and whether the stream is over."""
+        # The chat and its run first: its messages, read after, hold every one written before.
         state = chat_state(self.store, self.chat_id)
         chat, run = state
         size = self.store.index_size(MESSAGES, self.chat_id)
@@ -166,14 +149,13 @@ class ChatWatch:
         )
         events.append({"event": "chats", "data": dto})
         self.first = False
-        # A run that began and ended between two looks was never seen busy: the run count says
-        # it happened.
+        # A run that began and ended between two looks shows in the run count.
         if active is not None or runs != self.runs_at_connect:
             self.saw_busy = True
         return events, active is None and self.saw_busy
 
     def last_run(self, ids: list[str]) -> str | None:
-        """The run of the chat's last message that has one (the latest turn, at replay)."""
+        """The run of the chat's last message that has one."""
         for message_id in reversed(ids):
             message = self.store.get(MESSAGE, message_id)
             if message is not None and message.get("agent_run_id"):
@@ -184,8 +166,7 @@ class ChatWatch:
 async def chat_events(
     store: Store, chat_id: str, stopping: Callable[[], bool] = lambda: False
 ) -> AsyncIterator[bytes]:
-    """The NDJSON lines of a chat's stream, until its run ends, the client leaves, or the server
-    stops (``stopping``)."""
+    """The NDJSON lines of a chat's stream, until its run ends or the server stops."""
     with watching(chat_id) as wake:
         watch = ChatWatch(store, chat_id)
         loop = asyncio.get_running_loop()
@@ -210,8 +191,7 @@ async def chat_events(
             if loop.time() - last_sent >= HEARTBEAT:
                 yield line({"type": "heartbeat"})
                 last_sent = loop.time()
-            # Woken by a write in this process, or at the fallback rate for the others': a
-            # look at the stamp, and a whole look when it moved (or now and then anyway).
+            # Woken by a write here, or at the fallback rate: a whole look if the stamp moved.
             due = min(last_check + FALLBACK, last_sent + HEARTBEAT) - loop.time()
             look = await wake.wait_async(max(0.0, due))
             if not look and loop.time() - last_check >= FALLBACK:

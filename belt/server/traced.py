@@ -1,10 +1,6 @@
-"""``belt serve`` with tracing on (docs/tracing.md#belt-serve): a server span per request, which
-continues the trace of an incoming W3C ``traceparent``, and a ``belt.hook`` span under it for
-each hook request answered.
-
-``TracedRequests`` is installed only when tracing is on (``create_served_app``): with it off, a
-request passes through nothing of this module. A span names the route by its template
-(``POST /hooks/{name}``), never by its path, query or body.
+"""``belt serve`` with tracing on (docs/tracing.md#belt-serve): a server span per request (which
+continues an incoming ``traceparent``), named by its route's template, never its path; and a
+``belt.hook`` span under it for each hook request answered.
 """
 
 from __future__ import annotations
@@ -22,21 +18,16 @@ from belt.server.deciders import PolicyDecider
 from belt.server.forward import Forwarder
 
 CARRIED = (b"traceparent", b"tracestate")
-"""The headers a trace is continued from."""
 
 
 def template(path: str) -> str:
-    """A Starlette route path as OpenTelemetry's ``http.route`` writes it: ``{name:path}`` is
-    ``{name}``."""
+    """A Starlette route path as OpenTelemetry's ``http.route`` writes it (no ``:path``)."""
     return re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
 
 
 class TracedRequests:
-    """ASGI middleware: each HTTP request in a ``{METHOD} {route}`` server span (``{METHOD}``
-    alone when no route matches) with ``http.request.method``, ``http.route`` and
-    ``http.response.status_code``; a 5xx answer is an ERROR status. ``routes`` are the app's,
-    matched as its router matches them (a route that takes the path but not the method is the
-    405's route)."""
+    """ASGI middleware: each HTTP request in a ``{METHOD} {route}`` server span (a 5xx is an
+    ERROR); ``routes`` are the app's, matched as its router does."""
 
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         self.app = app
@@ -82,8 +73,7 @@ class TracedRequests:
 
     @staticmethod
     def flushing(send: Send) -> Send:
-        """``send`` for the app's lifespan, which exports the spans still held once the app
-        has stopped: a ``--workers`` process ends without running its exit handlers."""
+        """``send`` that exports the spans held at the lifespan's end (a worker skips atexit)."""
 
         async def sending(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
@@ -94,9 +84,7 @@ class TracedRequests:
 
 
 def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
-    """A ``belt.hook {event}`` span, from ``started_ns`` to now, for a hook request the server
-    answered (its journal line ``record``), under the request's span: what was decided, by
-    what kind of decider, and why it failed (an ERROR status) when it did."""
+    """A ``belt.hook {event}`` span from ``started_ns`` to now for the answered ``record``."""
     event = record.get("event")
     attributes = {
         "belt.hook.event": event,
@@ -115,8 +103,7 @@ def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
 
 
 def injection_size(response: Any) -> int:
-    """The size in bytes (UTF-8) of what an answer injects (its ``inject`` content and its
-    ``system`` text), as a delivery's span counts it in the engine."""
+    """The UTF-8 bytes an answer injects (``inject`` content and ``system``), as the engine's."""
     if not isinstance(response, dict):
         return 0
     inject = response.get("inject")
@@ -125,8 +112,7 @@ def injection_size(response: Any) -> int:
 
 
 def decider_kind(decide: Any) -> str:
-    """What answers a server's hook requests: ``policy`` (``--policy``), ``forward``
-    (``--forward-to``) or ``handler`` (``--handler``, or allow-all)."""
+    """What answers a server's hooks: ``policy``, ``forward`` or ``handler`` (or allow-all)."""
     if isinstance(decide, PolicyDecider):
         return "policy"
     return "forward" if isinstance(decide, Forwarder) else "handler"
