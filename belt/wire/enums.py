@@ -1,22 +1,17 @@
 """The string enumerations of both dialects, spelled as on the wire (spec/WIRE.md).
 
 Kept apart from the pydantic models so that code on a command's fast path (reading and resolving
-interrupts) can name states without importing pydantic.
+interrupts) can name states without importing pydantic. StrEnum's functional form gives each
+member its name in lower case as its value (the wire's spelling), the events aside.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-ATTENTION_HOLD = "attention_hold"
-"""The state of a Nexus execution whose hook task failed: it waits, it never ends silently."""
+ATTENTION_HOLD = "attention_hold"  # a Nexus execution whose hook task failed waits, never ends
 
-
-class Dialect(StrEnum):
-    """Which hook system a declaration is written for."""
-
-    PLATFORM = "platform"
-    NEXUS = "nexus"  # the name, as scenarios and records spell it
+Dialect = StrEnum("Dialect", "PLATFORM NEXUS")  # which hook system a declaration is written for
 
 
 class HookEvent(StrEnum):
@@ -34,101 +29,21 @@ class HookEvent(StrEnum):
     POST_COMPACT = "agent.post_compact"
 
 
-class HookHandlerType(StrEnum):
-    """How a hook's handler is invoked."""
-
-    WEBHOOK = "webhook"
-    TASK = "task"
-    GATE = "gate"
-    BUILTIN = "builtin"
-
-
-class HookDecision(StrEnum):
-    """What a handler may decide."""
-
-    ALLOW = "allow"
-    DENY = "deny"
-    STOP = "stop"
-    SUSPEND = "suspend"
-
-
-class InterruptStatus(StrEnum):
-    """Life-cycle state of an interrupt."""
-
-    PENDING = "pending"
-    RESOLVED = "resolved"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-
-
-class InterruptResolution(StrEnum):
-    """How an interrupt was (or will by default be) settled."""
-
-    ALLOW = "allow"
-    DENY = "deny"
-
-
-class InterruptReason(StrEnum):
-    """Why a run was interrupted."""
-
-    WAIT = "wait"
-    TOOL_APPROVAL = "tool_approval"
-    CLIENT_TOOL = "client_tool"
-    WIDGET = "widget"
-    AUTH = "auth"
-    CONFIRMATION = "confirmation"
-    HOOK_GATE = "hook_gate"
-
-
-class InterruptResourceType(StrEnum):
-    """What an interrupt guards."""
-
-    TURN = "turn"
-    TOOL_INVOCATION = "tool_invocation"
-    HOOK_EVENT = "hook_event"
-
-
-class AgentRunState(StrEnum):
-    """State of one agent run."""
-
-    SUBMITTED = "submitted"
-    WORKING = "working"
-    INPUT_REQUIRED = "input_required"
-    AUTH_REQUIRED = "auth_required"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELED = "canceled"
-    REJECTED = "rejected"
-
-
-class ChatStatus(StrEnum):
-    """State of a chat."""
-
-    BUSY = "busy"
-    IDLE = "idle"
-    AWAITING_INPUT = "awaiting_input"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-
-
-class ToolInvocationStatus(StrEnum):
-    """State of one tool invocation."""
-
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    AWAITING_INPUT = "awaiting_input"
-    AWAITING_APPROVAL = "awaiting_approval"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class MessageStatus(StrEnum):
-    """State of one chat message."""
-
-    PENDING = "pending"
-    QUEUED = "queued"
-    READY = "ready"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+HookHandlerType = StrEnum("HookHandlerType", "WEBHOOK TASK GATE BUILTIN")
+HookDecision = StrEnum("HookDecision", "ALLOW DENY STOP SUSPEND")
+InterruptStatus = StrEnum("InterruptStatus", "PENDING RESOLVED EXPIRED CANCELLED")
+InterruptResolution = StrEnum("InterruptResolution", "ALLOW DENY")
+InterruptReason = StrEnum(
+    "InterruptReason", "WAIT TOOL_APPROVAL CLIENT_TOOL WIDGET AUTH CONFIRMATION HOOK_GATE"
+)
+InterruptResourceType = StrEnum("InterruptResourceType", "TURN TOOL_INVOCATION HOOK_EVENT")
+AgentRunState = StrEnum(
+    "AgentRunState",
+    "SUBMITTED WORKING INPUT_REQUIRED AUTH_REQUIRED COMPLETED FAILED CANCELED REJECTED",
+)
+ChatStatus = StrEnum("ChatStatus", "BUSY IDLE AWAITING_INPUT WAITING COMPLETED")
+ToolInvocationStatus = StrEnum(
+    "ToolInvocationStatus",
+    "PENDING IN_PROGRESS AWAITING_INPUT AWAITING_APPROVAL WAITING COMPLETED FAILED CANCELLED",
+)
+MessageStatus = StrEnum("MessageStatus", "PENDING QUEUED READY FAILED CANCELLED")

@@ -13,13 +13,8 @@ MAX_CONTINUATIONS_MAX = 20
 FEEDBACK_MAX_BYTES = 16 * 1024
 
 
-class NexusEvent(StrEnum):
-    """The four execution boundaries a Nexus hook can run at."""
-
-    TURN_START = "turn_start"
-    PRE_COMPACT = "pre_compact"
-    POST_COMPACT = "post_compact"
-    STOP = "stop"
+# The four execution boundaries a Nexus hook can run at, valued as named in lower case.
+NexusEvent = StrEnum("NexusEvent", "TURN_START PRE_COMPACT POST_COMPACT STOP")
 
 
 class NexusHook(Strict):
