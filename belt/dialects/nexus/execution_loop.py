@@ -1,11 +1,9 @@
 """The Nexus dialect of the simulation driver (spec/nexus-lifecycle-hooks.txt).
 
-One scenario turn is one execution, its hooks frozen when it starts (a regeneration reuses those
-of the run it redoes). Every hook is a task in the executor inbox (``belt.executor``); a failed
-task puts the execution on an attention hold, which ``belt sim resume`` retries. Its steps
-(``execution["next"]``): ``tools`` (a tool-only execution's tools), ``request`` (compaction and
-its hooks, turn_start, one model request) and ``stop`` (the candidate answer through the stop
-hook). A retried step schedules the same hook task again, so no boundary runs twice.
+One scenario turn is one execution, its hooks frozen when it starts; each hook is a task in the
+executor inbox, and a failed one holds the execution for ``belt sim resume``. Its steps
+(``execution["next"]``) are ``tools``, ``request`` and ``stop``; a retried step schedules the
+same hook task again, so no boundary runs twice.
 """
 
 from __future__ import annotations

@@ -79,13 +79,9 @@ def nexus_message_lines(row: Mapping[str, object]) -> Lines:
         return [(f"  feedback {short(text)}  (stop hook, same execution)", "magenta")]
     if role == "assistant":
         lines = message_lines(message)
-        notes = []
-        if sim.get("repeated"):
-            notes.append("repeated: no scripted round left")
-        if sim.get("stop"):
-            notes.append(f"stop: {sim['stop']}")
-        if "replaced_by" in sim:
-            notes.append(f"regenerated in turn {sim['replaced_by']}")
+        notes = ["repeated: no scripted round left"] if sim.get("repeated") else []
+        notes += [f"stop: {sim['stop']}"] if sim.get("stop") else []
+        notes += [f"regenerated in turn {sim['replaced_by']}"] if "replaced_by" in sim else []
         if notes and lines and text:
             line, style = lines[0]
             lines[0] = (f"{line}  [{'; '.join(notes)}]", style)

@@ -1,9 +1,7 @@
 """The inference.sh dialect of the simulation driver: webhook, task and gate hooks on events.
 
 One scenario turn is one run, its events in the order DESIGN.md fixes. A run's steps
-(``execution["next"]``): ``start`` (agent.start), ``turn`` (compaction, agent.turn_start, or the
-run's end), ``model`` (the output, agent.turn_complete), ``tools`` (each tool call: agent.tool_call,
-its approval, then it runs, or a client tool waits for its result) and ``gate``, where a run held
+(``execution["next"]``): ``start``, ``turn``, ``model``, ``tools`` and ``gate``, where a run held
 at its interrupts goes on once every one is settled.
 """
 

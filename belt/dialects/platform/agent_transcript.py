@@ -1,7 +1,5 @@
-"""How a platform simulation reads on a terminal: each run with its messages and hook rows (each
-under the tool call it was for), what the scenario's registry directory loaded, the task chats and
-reviews its hooks started, and the gates that hold it, as (text, style) lines for
-``belt.display.output``."""
+"""How a platform simulation reads on a terminal: its runs, messages and hook rows, registry,
+children and gates, as (text, style) lines for ``belt.display.output``."""
 
 from __future__ import annotations
 

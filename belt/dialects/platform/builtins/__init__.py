@@ -1,8 +1,7 @@
 """The platform's builtin handlers (``belt:NAME`` in a hook), one module each, registered here.
 
-Each module has its name and ``run(loop, hook_run, payload)``, which answers the hook being fired
-(``hook_run.response``, or what the loop is to do next). What each builtin is, on which events it
-runs, is the wire's (``belt.wire.catalogue.BUILTINS``: validation and ``belt hooks builtins``).
+Each has ``run(loop, hook_run, payload)``, which answers the hook being fired; its events and
+description are the wire's (``belt.wire.catalogue.BUILTINS``).
 """
 
 from __future__ import annotations

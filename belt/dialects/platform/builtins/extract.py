@@ -38,11 +38,7 @@ def did_work(message: Mapping[str, Any]) -> bool:
 
 
 def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) -> None:
-    """Answer the hook: the review of what the chat did since the last one, if any.
-
-    Only chats whose user is a member of the owning team are reviewed, and only when the agent
-    has done work since the last review.
-    """
+    """Ask for a review of the chat since the last one (only of the owning team, after work)."""
     recorder, owner = loop.sim.recorder, loop.scenario.agent.owner
     since_last_review = recorder.messages[int(recorder.chat.get("last_review_order", -1)) + 1 :]
     if loop.scenario.user_team != owner or not any(map(did_work, since_last_review)):

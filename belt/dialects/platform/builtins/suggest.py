@@ -1,8 +1,5 @@
-"""The builtin ``belt:suggest``, against the owner's local registry, as the platform's does.
-
-It searches the owner's registry for the turn's prompt and answers with an injection for one turn
-naming what it put in front of the model (``items``).
-"""
+"""The builtin ``belt:suggest``: the owner's registry searched for the turn's prompt, answered
+with a one-turn injection naming what it put in front of the model (``items``)."""
 
 from __future__ import annotations
 
@@ -20,9 +17,7 @@ if TYPE_CHECKING:
 
 SUGGEST = "belt:suggest"
 QUIET_TURNS = 15
-"""A resource suggested at one turn is not suggested again in the same chat for this many turns
-after it: suggested at turn t, it is not offered at turns t + 1 to t + 15 and may come back at
-turn t + 16."""
+"""Suggested at turn t, an entry is not offered again in the chat before turn t + 16."""
 PREVIEW_CHARS = 400
 
 
@@ -40,9 +35,7 @@ def suggestion(
     suggested: Mapping[str, int],
     turn: int,
 ) -> LifecycleHookResponse | None:
-    """``belt:suggest``: up to 3 of the owner's entries relevant to ``prompt`` as a one-turn
-    injection, or None (no injection, no transcript row); never the agent's own extractions nor
-    an entry suggested in this chat within ``QUIET_TURNS``."""
+    """Up to 3 entries for ``prompt`` (not the agent's own nor quiet ones) as injection, or None."""
     from belt.records.registry import suggest  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
     matches = suggest(
