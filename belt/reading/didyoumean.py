@@ -1,9 +1,5 @@
-""" "Did you mean": the closest valid name to a misspelt key, event, tool or field.
-
-Every message that names something unknown (a key of a scenario, a declaration, a policy, a
-props file, an expectation, an ``--event`` value, a field pydantic refused) adds
-``did_you_mean(word, valid)`` to its rule, so the fix is in the line that names the problem.
-"""
+""" "Did you mean": the closest valid name to a misspelt key, event, tool or field, which every
+message that names something unknown adds to its rule (``did_you_mean(word, valid)``)."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ CUTOFF = 0.65
 
 
 def closest(word: Any, choices: Iterable[Any]) -> str | None:
-    """The valid name closest to ``word``, when one is close enough; else None (also for a
-    ``word`` that is not a string, or one that is itself valid)."""
+    """The valid name close enough to ``word`` (a string, not itself valid), else None."""
     if not isinstance(word, str) or not word:
         return None
     names = list(dict.fromkeys(str(choice) for choice in choices))
@@ -34,6 +29,5 @@ def closest(word: Any, choices: Iterable[Any]) -> str | None:
 
 
 def did_you_mean(word: Any, choices: Iterable[Any]) -> str:
-    """``"; did you mean 'say'?"`` when a valid name is close to ``word``, else ``""``: the end
-    of a message that names something unknown."""
+    """``"; did you mean 'say'?"`` when a valid name is close to ``word``, else ``""``."""
     return f"; did you mean {match!r}?" if (match := closest(word, choices)) is not None else ""

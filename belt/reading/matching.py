@@ -72,8 +72,7 @@ def glob_field(
 
 
 def normal_path(value: str) -> str:
-    """``value`` as a POSIX path in normal form, lexically (``/tmp/../etc/passwd`` is
-    ``/etc/passwd``; a relative path stays relative, ``""`` is ``.``)."""
+    """``value`` as a POSIX path in normal form, lexically (``/tmp/../etc`` is ``/etc``)."""
     normal = posixpath.normpath(value)
     # normpath keeps exactly two leading slashes, whose meaning POSIX leaves to the system;
     # Linux and macOS read them as one, so a policy on /etc/* holds for //etc/passwd too.
@@ -81,8 +80,7 @@ def normal_path(value: str) -> str:
 
 
 def path_pattern_problem(source: str) -> str | None:
-    """Why the glob of a ``path:`` pattern is refused (it is not written in normal form, as the
-    values it is matched against are), or None."""
+    """Why a ``path:`` glob is refused (not in the normal form values are matched in), or None."""
     if not source:
         return f"empty path pattern (write, say, {PATH_PREFIX}/tmp/* for everything under /tmp)"
     if source.startswith(REGEX_PREFIX):
@@ -130,10 +128,7 @@ def key_paths(
     pairs: list[tuple[tuple[str, ...], Any]] = []
     for key, value in table.items():
         key_path = prefix + tuple(key.split("."))
-        if isinstance(value, dict):
-            pairs.extend(key_paths(value, key_path))
-        else:
-            pairs.append((key_path, value))
+        pairs += key_paths(value, key_path) if isinstance(value, dict) else [(key_path, value)]
     return pairs
 
 
@@ -162,8 +157,7 @@ def _found(regex: Any, value: str) -> bool:
 
 
 def value_matcher(pattern: Any, path: str, findings: Problems) -> Matcher | None:
-    """Compile one pattern: a glob, ``re:<regex>`` (RE2) or ``path:<glob>`` for strings, else a
-    JSON value to equal."""
+    """Compile one pattern (see the module); None when it is refused (to ``findings``)."""
     if isinstance(pattern, str):
         if pattern.startswith(PATH_PREFIX):
             source = pattern[len(PATH_PREFIX) :]
