@@ -55,6 +55,10 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _hook(event: str, handler: str) -> Document:
+    return {"event": event, "type": "webhook", "handler": handler}
+
+
 def _call(data: Mapping[str, object]) -> Document:
     """The scripted tool call of a recorded ``agent.tool_call``: the same tool and arguments."""
     arguments = _mapping(data.get("arguments"))
@@ -80,10 +84,7 @@ def scenario_document(
     if event not in SIMULATED_EVENTS:
         raise InvalidInput(f"payload.event: belt does not simulate {event}, so no test reaches it")
     data = _mapping(payload.get("data"))
-    agent: Document = {
-        "name": "replayed",
-        "hooks": [{"event": event, "type": "webhook", "handler": handler}],
-    }
+    agent: Document = {"name": "replayed", "hooks": [_hook(event, handler)]}
     turn: Document = {"user": "Replay of a recorded hook delivery", "model": [{"say": "Done."}]}
     if event == "agent.tool_call":
         turn["model"] = [
@@ -169,12 +170,8 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
         if not outputs or outputs[-1].get("tool_calls"):
             outputs.append({"say": "Done."})
         turns.append({"user": f"Run {number + 1} of the recorded chat", "model": outputs})
-    hooks = [{"event": event, "type": "webhook", "handler": handler} for event in events]
-    return {
-        "agent": {"name": "replayed-chat", "hooks": hooks},
-        "turns": turns,
-        "expect": expectations,
-    }
+    agent = {"name": "replayed-chat", "hooks": [_hook(event, handler) for event in events]}
+    return {"agent": agent, "turns": turns, "expect": expectations}
 
 
 def _toml(document: Document, lines: list[str], stem: str) -> tuple[str, str, str]:

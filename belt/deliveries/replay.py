@@ -323,9 +323,7 @@ def select(
     moment = since_moment(since) if since else None
     for item in recorded:
         payload = item.payload if isinstance(item.payload, dict) else {}
-        if event is not None and payload.get("event") != event:
-            continue
-        if chat is not None and payload.get("chat_id") != chat:
+        if event not in (None, payload.get("event")) or chat not in (None, payload.get("chat_id")):
             continue
         if moment is not None:
             stamp = item.at or payload.get("timestamp")
@@ -479,10 +477,7 @@ def open_replay(
     try:
         run = Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
         run.remote = to is not None
-        run.traced = {
-            "belt.hook.handler_type": kind,
-            "belt.hook.host": url_host(to) if to else None,
-        }
+        run.traced = {"belt.hook.handler_type": kind, "belt.hook.host": to and url_host(to)}
         with tracing.span("belt.replay", {"belt.replay.id": run.replay_id}) as span:
             yield run
             tracing.set_attributes(span, {f"belt.replay.{k}": v for k, v in run.summary.items()})

@@ -350,10 +350,9 @@ class Store:
 
     def get(self, kind: str, id: str) -> Record | None:
         """One object's data, or None if it does not exist."""
-        try:
+        with suppress(NotFound):
             return self.read(kind, id)
-        except NotFound:
-            return None
+        return None
 
     def exists(self, kind: str, id: str) -> bool:
         """True if the object has a file (whether or not it is readable)."""
@@ -709,13 +708,11 @@ class Store:
         # Never add to a file this belt cannot read (damaged, or from a newer belt).
         header = _header_line(family, self.schema)
         for attempt in (1, 2):
-            try:
+            with suppress(FileNotFoundError):
                 with _Reading(path):
                     first = self._first_line(path)
                 if first != header:
                     self._check_header(path, first, family)
-            except FileNotFoundError:
-                pass
             try:
                 self._append_line(path, line, header=header, sync=sync)
                 break
@@ -762,11 +759,9 @@ class Store:
 
     def _opened(self, path: Path) -> BinaryIO | None:
         """The line file at ``path`` open for reading; None when there is none."""
-        try:
-            with _Reading(path):
-                return self._open_lines(path)
-        except FileNotFoundError:
-            return None
+        with suppress(FileNotFoundError), _Reading(path):
+            return self._open_lines(path)
+        return None
 
     # The one place this class touches the file system (belt.store.memory keeps it in memory)
 
@@ -787,10 +782,9 @@ class Store:
         return os.path.lexists(path)
 
     def _size(self, path: Path) -> int:
-        try:
+        with suppress(FileNotFoundError):
             return path.stat().st_size
-        except FileNotFoundError:
-            return 0
+        return 0
 
     def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         return file_lock(lock_path)
@@ -804,11 +798,9 @@ class Store:
 
     def _stamp(self, path: Path) -> object:
         """What changes whenever the file at ``path`` is replaced (None when there is none)."""
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            return None
-        return _stamp_of(info)
+        with suppress(FileNotFoundError):
+            return _stamp_of(os.lstat(path))
+        return None
 
     def _open_lines(self, path: Path) -> BinaryIO:
         return os.fdopen(open_regular(path), "rb")
@@ -835,8 +827,6 @@ class Store:
         return handle
 
     def _names(self, directory: Path) -> list[str]:
-        try:
-            with os.scandir(directory) as entries:
-                return [entry.name for entry in entries if not entry.name.startswith(".")]
-        except FileNotFoundError:
-            return []
+        with suppress(FileNotFoundError), os.scandir(directory) as entries:
+            return [entry.name for entry in entries if not entry.name.startswith(".")]
+        return []
