@@ -68,12 +68,8 @@ def mine() -> Lease:
 def is_mine(lease: object) -> bool:
     """True when ``lease`` is held by this very process."""
     pid = os.getpid()
-    return (
-        isinstance(lease, dict)
-        and lease.get("pid") == pid
-        and lease.get("host") == host()
-        and lease.get("started") == _own_start(pid)
-    )
+    mine = {"pid": pid, "host": host(), "started": _own_start(pid)}
+    return isinstance(lease, dict) and all(lease.get(key) == mine[key] for key in mine)
 
 
 def holder_alive(lease: object) -> bool:

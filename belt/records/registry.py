@@ -733,15 +733,8 @@ def suggest(
         raise InvalidInput("exclude_ids holds ids (strings)")
     if not isinstance(prompt, str):
         raise InvalidInput("a prompt is text")
-    return _ranked(
-        store,
-        owner,
-        prompt,
-        limit=limit,
-        min_terms=MIN_SHARED_TERMS,
-        exclude_ids=excluded,
-        exclude_agent=exclude_origin_agent,
-    )
+    excluding = {"exclude_ids": excluded, "exclude_agent": exclude_origin_agent}
+    return _ranked(store, owner, prompt, limit=limit, min_terms=MIN_SHARED_TERMS, **excluding)
 
 
 def _ranked(store: Store, owner: str, text: str, **options: Any) -> list[Match]:

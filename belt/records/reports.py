@@ -14,13 +14,5 @@ Reporter = Callable[[dict[str, Any]], None]
 def report_api(report: Reporter | None, action: str, target: str, status: int, detail: str) -> None:
     """Report one answer of the server's API: what was done, to what, and how it ended."""
     if report is not None:
-        report(
-            {
-                "kind": "api",
-                "at": now_iso(),
-                "action": action,
-                "target": target,
-                "status": status,
-                "detail": detail,
-            }
-        )
+        what = {"action": action, "target": target, "status": status, "detail": detail}
+        report({"kind": "api", "at": now_iso(), **what})
