@@ -49,32 +49,16 @@ DETAIL_MAX = 300
 CLAIM_MARK = "BELT_HOOKTASK_CLAIM"  # the environment variable of a claim's tool processes
 
 
-class TaskStatus(StrEnum):
-    """Where a hook task is in its life."""
-
-    AWAITING_APPROVAL = "awaiting_approval"
-    PENDING = "pending"
-    CLAIMED = "claimed"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
+# Where a hook task is in its life; why one failed (each failure holds its execution for attention).
+TaskStatus = StrEnum("TaskStatus", "AWAITING_APPROVAL PENDING CLAIMED COMPLETED FAILED CANCELLED")
+Failure = StrEnum(
+    "Failure",
+    "TOOL_FAILED TIMEOUT INVALID_DECISION CONTINUATION_LIMIT_EXCEEDED APPROVAL_DENIED "
+    "HOOK_REQUIRES_MODEL CANCELLED",
+)
 FINISHED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 IN_INBOX = (TaskStatus.PENDING, TaskStatus.CLAIMED)  # where a task's deadline runs
 WORKER_GONE = "worker_gone"  # an attempt no failure counts: its worker died holding the claim
-
-
-class Failure(StrEnum):
-    """Why a hook task failed; each one puts its execution on an attention hold."""
-
-    TOOL_FAILED = "tool_failed"
-    TIMEOUT = "timeout"
-    INVALID_DECISION = "invalid_decision"
-    CONTINUATION_LIMIT = "continuation_limit_exceeded"
-    APPROVAL_DENIED = "approval_denied"
-    HOOK_REQUIRES_MODEL = "hook_requires_model"
-    CANCELLED = "cancelled"
 
 
 class _Keep(Exception):
@@ -413,7 +397,9 @@ def complete_task(
             if allowed is None or used >= int(allowed):
                 asked = f"the hook asked for continuation {used + 1}"
                 return _fail(
-                    task, Failure.CONTINUATION_LIMIT, f"{asked}; max_continuations is {allowed}"
+                    task,
+                    Failure.CONTINUATION_LIMIT_EXCEEDED,
+                    f"{asked}; max_continuations is {allowed}",
                 )
         now = timestamp(utcnow())
         task.update({"status": TaskStatus.COMPLETED.value, "finished_at": now, "updated_at": now})
