@@ -1,8 +1,7 @@
 """``belt check --props FILE``: properties of a policy, each a decision every matching payload gets.
 
-A check file is TOML (or JSON) with ``[[property]]`` tables of ``name``, ``event``, ``tool``,
-``arguments``, ``unless`` and ``decision`` (docs/check.md); patterns are those of expectations and
-policies, and a wrong key or a bad pattern is named by its path and exits 5.
+A check file holds ``[[property]]`` tables (docs/check.md) with the patterns of expectations and
+policies; a wrong key or a bad pattern is named by its path and exits 5.
 """
 
 from __future__ import annotations

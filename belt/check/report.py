@@ -1,6 +1,5 @@
 """The result of ``belt check``: one entry per check and subject, each pass, fail, warn or skip;
-a failed check carries its shrunk payload and a command that sends exactly that payload again.
-"""
+a failed check carries its shrunk payload and a command that sends exactly that payload again."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from belt.display.text import printable, short
 from belt.errors import ExitCode
 
 MAX_WARNINGS_SHOWN = 5
-
 CHECKS = {
     "answers": "answers 2xx within the timeout",
     "body": "the body is empty or a valid response",
@@ -40,9 +38,7 @@ class Failure:
     payload: Any
     reproducer: str
     flaky: bool = False
-    again: bool | None = None
-    """Whether the payload failed the check again when sent once more (None: not sent again,
-    ``--max-time`` had passed)."""
+    again: bool | None = None  # did it fail again when sent once more (None: --max-time passed)
 
     @property
     def note(self) -> str:
@@ -64,8 +60,7 @@ class CheckResult:
     check: str
     subject: str
     event: str
-    name: str = ""
-    """A property's name (the check's own name otherwise)."""
+    name: str = ""  # a property's
     cases: int = 0
     failed: int = 0
     warned: int = 0
@@ -74,19 +69,14 @@ class CheckResult:
     skipped: str | None = None
     latencies: list[int] = field(default_factory=list)
     saved: str | None = None
-    not_saved: str | None = None
-    """With ``--save``: why its failure was not written as a scenario."""
+    not_saved: str | None = None  # --save: why its failure was not written as a scenario
 
     @property
     def status(self) -> str:
         """``fail``, ``warn``, ``skip`` or ``pass``."""
         if self.failure is not None:
             return "fail"
-        if self.warnings:
-            return "warn"
-        if self.skipped is not None:
-            return "skip"
-        return "pass"
+        return "warn" if self.warnings else "skip" if self.skipped is not None else "pass"
 
     @property
     def title(self) -> str:
@@ -129,12 +119,10 @@ class CheckReport:
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    case_seconds: float = 0.0
-    """Time spent sending cases and checking answers, generation left out."""
+    case_seconds: float = 0.0  # sending cases and checking answers, generation left out
     cases: int = 0
     stopped: str | None = None
-    unwritten: list[str] = field(default_factory=list)
-    """Why each ``--save`` scenario that could not be written was not (a full disk)."""
+    unwritten: list[str] = field(default_factory=list)  # why each --save scenario was not written
 
     @property
     def exit_code(self) -> ExitCode:
@@ -171,8 +159,7 @@ def failure_lines(report: CheckReport) -> list[str]:
 
 
 def encode(payload: Any) -> str:
-    """A payload as one line of JSON that decodes to exactly what was sent; a character that
-    could drive a terminal is written as its JSON escape (it can only occur inside a string)."""
+    """A payload as one line of JSON that decodes to exactly it, terminal controls escaped."""
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     if text.isprintable():
         return text
@@ -182,9 +169,7 @@ def encode(payload: Any) -> str:
 def trigger_command(event: str, target: str, payload: Any, secret: str | None = None) -> str:
     """``belt trigger`` sending exactly ``payload`` to ``target``."""
     words = ["belt", "trigger", event, "--to", target, "--payload", encode(payload)]
-    if secret:
-        words += ["--secret", secret]
-    return shlex.join(words)
+    return shlex.join([*words, "--secret", secret] if secret else words)
 
 
 def executor_command(kind: str, spec: str, task_input: Any) -> str:

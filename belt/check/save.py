@@ -1,9 +1,7 @@
 """``belt check --save DIR``: each failure written as a ``belt test`` scenario, so it stays fixed.
 
-The scenario declares the checked handler as a webhook hook on the failing event and plays one
-turn that delivers the shrunk ``data``; a property's failure is an expectation of its decision.
-The envelope (ids, timestamp, turn count) is the simulation's own. A payload a scenario cannot
-hold (a value beyond the spec) is not written, and the result says why.
+The scenario's hook is the checked handler, and one turn delivers the shrunk ``data`` (the
+envelope is the simulation's own); a payload a scenario cannot hold is not written, saying why.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ import json
 import math
 import os
 import re
+from itertools import count
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,16 +23,13 @@ from belt.display.text import short
 from belt.engine.scenario import Scenario
 from belt.wire.validate import IN_PROCESS_PREFIX
 
-SAVED_CHECKS = ("answers", "body", "property")
-"""The checks one simulated delivery can show (a redelivery or a signature case cannot)."""
+SAVED_CHECKS = ("answers", "body", "property")  # what one simulated delivery can show
 TURN_EVENTS = ("agent.start", "agent.turn_start", "agent.turn_complete", "agent.complete")
 SAVED_EVENTS = ("agent.tool_call", "agent.tool_result", "agent.error", *TURN_EVENTS)
-"""The events a scripted turn delivers with the payload's own ``data``."""
 
 
 def handler_spelling(target: str, directory: Path) -> str:
-    """``target`` as a scenario in ``directory`` names it: a ``py:`` handler given as a file
-    path, relative to ``directory``; a module or a URL as it is."""
+    """``target`` as a scenario in ``directory`` names it (a ``py:`` file path made relative)."""
     if not target.startswith(IN_PROCESS_PREFIX):
         return target
     module, _, func = target[len(IN_PROCESS_PREFIX) :].partition(":")
@@ -97,8 +93,7 @@ def scenario(
 def save_failures(
     directory: Path, subject: Subject, results: list[CheckResult], properties: list[Property]
 ) -> list[str]:
-    """Write each failure of ``results`` that a scenario can show into ``directory``; returns
-    why each write that failed did (a full disk: the command ends with exit 5)."""
+    """Write each failure a scenario can show into ``directory``; returns why each write failed."""
     unwritten: list[str] = []
     by_name = {prop.name: prop for prop in properties}
     for result in results:
@@ -110,11 +105,8 @@ def save_failures(
             result.not_saved = document
             continue
         stem = re.sub(r"[^a-z0-9]+", "-", f"{subject.event} {result.name or result.check}".lower())
-        path = directory / f"check-{stem.strip('-')}.json"
-        number = 2
-        while path.exists():
-            path = directory / f"check-{stem.strip('-')}-{number}.json"
-            number += 1
+        names = (f"check-{stem.strip('-')}{f'-{n}' if n > 1 else ''}.json" for n in count(1))
+        path = next(directory / name for name in names if not (directory / name).exists())
         text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
         try:
             directory.mkdir(parents=True, exist_ok=True)

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from belt.engine.dispatch import Route
     from belt.executor.targets import Target
 
+# The events a bare URL or py: target is checked on: every event the platform emits.
 PLATFORM_EVENTS = tuple(event for event, info in EVENTS.items() if info.emitted)
-"""The events a bare URL or ``py:`` target is checked on: every event the platform emits."""
 
 
 @dataclass
@@ -37,14 +37,11 @@ class Subject:
     """One handler on one event: a webhook URL, a ``py:`` handler or a Nexus executor tool."""
 
     event: str
-    target: str
-    """Where the payload goes: a URL, ``py:MODULE:FUNC``, or the executor's TARGET."""
+    target: str  # a URL, py:MODULE:FUNC, or the executor's TARGET
     timeout: float
     declared_async: bool = False
-    tool: str | None = None
-    """The executor tool's name (Nexus)."""
-    declared: str | None = None
-    """The webhook URL a hooks file declares (``target`` is where its route sends it)."""
+    tool: str | None = None  # the executor tool's name (Nexus)
+    declared: str | None = None  # the URL a hooks file declares (target: where its route sends it)
     executor: Target | None = field(default=None, repr=False)
 
     @property

@@ -1,7 +1,5 @@
-"""Where ``belt check`` writes (``--junit-xml FILE``, ``--save DIR``): tried before the check
-runs, so a path it cannot write is refused at once (exit 5, naming the path). Trying is the only
-test that holds: ``os.access`` says yes to root everywhere.
-"""
+"""Where ``belt check`` writes (``--junit-xml FILE``, ``--save DIR``), tried before it runs, so a
+path it cannot write is refused at once (exit 5): ``os.access`` says yes to root everywhere."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ def cannot_write(option: str, path: Path | str, exc: OSError) -> InvalidInput:
 
 
 def require_writable_file(path: Path, *, option: str) -> None:
-    """Refuse ``path`` unless a file can be written there: an existing file is opened for
-    appending (nothing written), a new one is made and removed again."""
+    """Refuse ``path`` unless a file can be written there (opened to append, or made, removed)."""
     try:
         if path.is_dir():
             raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
@@ -36,8 +33,7 @@ def require_writable_file(path: Path, *, option: str) -> None:
 
 
 def require_writable_directory(path: Path, *, option: str) -> None:
-    """Refuse ``path`` unless files can be written in it (a file, or for a missing directory a
-    directory, is made and removed, so nothing is left when nothing is saved)."""
+    """Refuse ``path`` unless files can be written in it (what is tried is removed again)."""
     try:
         existing = path
         while not existing.exists() and existing != existing.parent:

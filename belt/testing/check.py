@@ -1,6 +1,4 @@
-"""``belt check`` from a test: ``check_handler(my_hook, events=[...], props=...)`` holds a handler
-(a ``py:``/URL target or a callable) to the contract, with seed 0 by default so a run repeats.
-"""
+"""``belt check`` from a test: ``check_handler(my_hook, events=[...])``, seed 0 so a run repeats."""
 
 from __future__ import annotations
 
@@ -15,11 +13,7 @@ from belt.testing.plugin import register, unregister
 def check_handler(
     target: str | Callable[..., Any], *, examples: int = 25, seed: int = 0, **options: Any
 ) -> CheckReport:
-    """Run ``belt check`` on ``target``; raise AssertionError listing every failed check.
-
-    ``options`` are those of ``belt check``: ``events``, ``executors``, ``routes``, ``props``,
-    ``secret``, ``timeout``, ``allow_network``, ``max_time``, ``save``, ``beyond_spec``.
-    """
+    """Run ``belt check`` (``options``: run_check's) on ``target``; AssertionError if one fails."""
     reference = register(target) if callable(target) else None
     try:
         report = run_check(reference or str(target), examples=examples, seed=seed, **options)

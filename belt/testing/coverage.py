@@ -1,7 +1,5 @@
-"""Coverage of hooks: for each hook a test scenario declares, how often it fired and what came of
-it, so ``belt test --coverage`` can answer "did my hook ever run?". Each dialect matches its calls
-to its declared hooks; the runs of task chats and review branches are other agents' hooks.
-"""
+"""``belt test --coverage``: for each hook a scenario declares, how often it fired and what came
+of it (each dialect matches its calls to its declared hooks)."""
 
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[
             found["outcomes"][outcome] += 1
         if call.tool is not None:
             found["tools"][call.tool] = found["tools"].get(call.tool, 0) + 1
-    # What the [[expect]] budgets measure: latency_ms (max and p95), and injected_tokens (the
-    # most for one model turn), None when there is none.
+    # What the [[expect]] budgets measure: latency_ms, and injected_tokens (the most for a turn).
     most: dict[str, int] = {}
     if report is not None and dialects.of(report["simulation"]).injects:
         for item in injected_per_turn(Facts(report)):

@@ -1,10 +1,6 @@
-"""``belt test -j N`` and ``--shard K/N``: a suite's scenarios run in supervised worker
-processes, and split deterministically across machines.
-
-At every ``-j`` (1 included) the scenarios run in worker processes that
-``belt.usercode.supervisor`` forks warm, watches and replaces; belt's own process never runs a
-handler. Handfuls shrink towards the end of the suite (``chunk_size``) so the workers end
-together; results come back in the serial order, so the report is the same for any N.
+"""``belt test -j N`` and ``--shard K/N``: a suite's scenarios in supervised worker processes
+(at every ``-j``, 1 included: belt's own process never runs a handler), split deterministically
+across machines; results come back in the serial order, so the report is the same for any N.
 """
 
 from __future__ import annotations
@@ -26,8 +22,8 @@ Step = Callable[..., Any]
 def cores() -> int:
     """The number of cores this process may run on (``-j auto``)."""
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def parse_jobs(text: str) -> int:
@@ -98,8 +94,8 @@ def chunk_size(count: int, jobs: int) -> int:
 
 
 def portable(result: Any, *, whole: bool = False) -> Any:
-    """A scenario's result without its expectations' compiled tests (they cannot cross processes);
-    when all passed and not ``whole``, with only the ``BRIEF`` parts of its record."""
+    """A result without its expectations' compiled tests (they cannot cross processes), and when
+    all passed and not ``whole``, only the ``BRIEF`` parts of its record."""
     changes: dict[str, object] = {}
     outcomes = getattr(result, "outcomes", None)
     if outcomes:
@@ -114,12 +110,10 @@ def portable(result: Any, *, whole: bool = False) -> Any:
 
 
 def _replaced(record: Any, **changes: Any) -> Any:
-    """``dataclasses.replace(record, **changes)`` for the plain dataclasses of a result, without
-    a call of ``__init__`` (a worker makes three for each expectation of each scenario)."""
+    """``dataclasses.replace`` without a call of ``__init__`` (three per expectation, each dear)."""
     copy = object.__new__(type(record))
     copy.__dict__.update(record.__dict__, **changes)
     return copy
 
 
-BRIEF = ("simulation", "hook_summary")
-"""What a scenario's result shows of its record when no expectation failed."""
+BRIEF = ("simulation", "hook_summary")  # a result's record when no expectation failed
