@@ -25,8 +25,7 @@ from belt.wire.validate import IN_PROCESS_PREFIX
 if TYPE_CHECKING:
     from belt.emulator.conversation import Emulator
 
-CONTINUE_INTERVAL = 0.25
-"""Seconds between two looks for emulated runs that can go on."""
+CONTINUE_INTERVAL = 0.25  # seconds between two looks for emulated runs that can go on
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 

@@ -104,8 +104,7 @@ ANSWERS_MAX_BYTES = 16 * 1024 * 1024
 """The most bytes of first answers kept for redeliveries (the oldest let go, their ids kept)."""
 IDS_MAX = 100_000
 """The most webhook ids remembered; an unknown id signed before one forgotten is refused."""
-ID_KEPT_MAX = 64
-"""The longest webhook id remembered as it is; a longer one is kept as its digest."""
+ID_KEPT_MAX = 64  # the longest webhook id remembered as it is; a longer one is kept as its digest
 FIXED_KEPT = 256
 """How many fixed verdicts (a policy's rules and default) a hook service keeps encoded."""
 

@@ -24,8 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from belt.records.changes import touched_all
 from belt.server.guard import BODY_LATE, STOPPING, has_body
 
-HEADER_TIMEOUT = 10.0
-"""Seconds a client has to send a whole request head."""
+HEADER_TIMEOUT = 10.0  # seconds a client has to send a whole request head
 
 BODY_TIMEOUT = 30.0
 """Seconds a client has, once its request head is in, to send the whole body (1 MiB at most)."""
@@ -33,14 +32,11 @@ IDLE_TIMEOUT = 5
 """Seconds a kept-alive connection may sit idle between requests (uvicorn's keep-alive)."""
 MAX_CONNECTIONS = 1000
 """Connections held at once by one server process, unless the open-file limit is lower."""
-BACKLOG = 64
-"""The listen queue; asyncio also accepts up to this many connections in one go."""
+BACKLOG = 64  # the listen queue; asyncio also accepts up to this many connections in one go
 FD_RESERVE = 3 * BACKLOG + 64
 """File descriptors kept free: a few accept batches, the store, handlers and the socket."""
-LIMITS = "belt.connections"
-"""The key of a server's ``Connections`` in the lifespan state."""
-CONNECTION = "belt.connection"
-"""The key of a request's ``GuardedConnection`` in its scope's state."""
+LIMITS = "belt.connections"  # the key of a server's ``Connections`` in the lifespan state
+CONNECTION = "belt.connection"  # the key of a request's ``GuardedConnection`` in its scope's state
 
 
 def connection_cap(requested: int | None = None) -> int:

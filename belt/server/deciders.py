@@ -23,8 +23,7 @@ Decider = Callable[[LifecycleHookPayload], Coroutine[Any, Any, Verdict]]
 ALLOW = Verdict(LifecycleHookResponse(decision=HookDecision.ALLOW), None)
 
 
-HANDLER_TIMEOUT = 10.0
-"""Seconds a ``--handler`` call may take before it is answered with 504."""
+HANDLER_TIMEOUT = 10.0  # seconds a ``--handler`` call may take before it is answered with 504
 
 HANDLER_WORKERS = 16
 """Threads that run synchronous handlers (apart from those that serve the API routes)."""

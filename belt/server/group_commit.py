@@ -42,8 +42,7 @@ _second, _second_text = -1, ""
 _MILLISECONDS = [f"{n:03d}" for n in range(1000)]
 
 
-GROUP_TURNS = 4
-"""The most turns of the event loop a group waits for lines (while more are coming)."""
+GROUP_TURNS = 4  # the most turns of the event loop a group waits for lines (while more are coming)
 
 
 @dataclass(slots=True, eq=False)

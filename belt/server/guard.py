@@ -31,10 +31,8 @@ LOOPBACK_NAMES = ("localhost",)
 """Host names that always mean this machine (besides the loopback addresses)."""
 
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
-HEADER_MAX = 255 + 8
-"""The longest Host or Origin value looked at: a DNS name, a port and a scheme."""
-SHOWN_MAX = 100
-"""How much of a refused header value a refusal quotes."""
+HEADER_MAX = 255 + 8  # the longest Host or Origin value looked at: a DNS name, a port and a scheme
+SHOWN_MAX = 100  # how much of a refused header value a refusal quotes
 SAFE_METHOD_NAMES = ("GET", "HEAD", "OPTIONS")
 """Methods that change nothing (a preflight ``OPTIONS`` is answered 405: never allowed)."""
 JSON_CHARSETS = ("utf-8", "utf8")

@@ -282,8 +282,7 @@ def create_served_app_from_env() -> ASGIApp:
 
 
 HOOK_ROUTE = "/hooks"
-STOP_WRITE = 0.5
-"""Seconds a request cut off at the stop may take to send its 503."""
+STOP_WRITE = 0.5  # seconds a request cut off at the stop may take to send its 503
 
 
 class StopCutOff:
@@ -501,8 +500,7 @@ class QuickStopServer(uvicorn.Server):
             should_exit = await self.on_tick(counter)
 
 
-TICK = 0.1
-"""Seconds between the ticks of uvicorn's main loop."""
+TICK = 0.1  # seconds between the ticks of uvicorn's main loop
 
 
 class Supervisor(Multiprocess):

@@ -45,8 +45,7 @@ def render_record(record: dict[str, Any]) -> None:
 
 HOOK_LINE_FIELDS = tuple("name status event error tool decision injected reason redelivery".split())
 """The fields of a hook's record its live line shows, but for its clock and duration."""
-HOOK_LINES_KEPT = 256
-"""How many hook lines (each but its clock and duration) are kept made."""
+HOOK_LINES_KEPT = 256  # how many hook lines (each but its clock and duration) are kept made
 
 
 def _kept_hook_line(record: dict[str, Any]) -> tuple[str, str]:

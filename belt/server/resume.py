@@ -15,8 +15,7 @@ from belt.records.reports import Reporter
 if TYPE_CHECKING:
     from belt.store import Store
 
-RESUME_INTERVAL = 1.0
-"""Seconds between two passes over the runs held at gates."""
+RESUME_INTERVAL = 1.0  # seconds between two passes over the runs held at gates
 
 
 async def resume_forever(store: Store, report: Reporter | None, interval: float) -> None:

@@ -17,12 +17,9 @@ from belt.records.reports import Reporter, report_api
 from belt.rules.approvals import Rules, settle_as_they_open, store_resolver
 from belt.store import Store
 
-SETTLER = "approvals"
-"""The name of the lease that says which process settles gates by rules."""
-INTERVAL = 0.2
-"""Seconds between two looks at the store's gates."""
-LEASE_CHECK = 1.0
-"""Seconds between two looks at the lease."""
+SETTLER = "approvals"  # the name of the lease that says which process settles gates by rules
+INTERVAL = 0.2  # seconds between two looks at the store's gates
+LEASE_CHECK = 1.0  # seconds between two looks at the lease
 
 
 class Settler:
@@ -54,14 +51,12 @@ class Settler:
             if isinstance(outcome, str):
                 report_api(self.report, "approvals", "-", 500, outcome)
                 continue
-            target = str(outcome.item.get("id"))
-            verdict, why = outcome.verdict, outcome.verdict.why
+            verdict, target = outcome.verdict, str(outcome.item.get("id"))
+            done = "ask, left to a person:" if outcome.settled is None else f"{verdict.decision} by"
+            status, detail = 200, f"{done} {verdict.why}"
             if outcome.skipped is not None:
-                report_api(self.report, "approvals", target, 409, outcome.skipped)
-            elif outcome.settled is None:
-                report_api(self.report, "approvals", target, 200, f"ask, left to a person: {why}")
-            else:
-                report_api(self.report, "approvals", target, 200, f"{verdict.decision} by {why}")
+                status, detail = 409, outcome.skipped
+            report_api(self.report, "approvals", target, status, detail)
 
     async def forever(self) -> None:
         """Look every ``INTERVAL`` seconds until cancelled; a failed look is reported."""

@@ -33,8 +33,7 @@ WHOLE_LOOK = 30.0
 """Seconds after which a fallback look reads the chat even though its stamp did not move."""
 HEARTBEAT = 15.0
 """Seconds of silence after which a heartbeat line is sent (the SDKs give up after 60)."""
-DELTA_CHARS = 4
-"""Characters of text per token delta."""
+DELTA_CHARS = 4  # characters of text per token delta
 
 
 def line(document: dict[str, Any]) -> bytes:

@@ -39,11 +39,9 @@ FILTERS = ("event", "decision", "source", "chat", "run", "q")
 CHOICES = {"source": SOURCES, "decision": DECISIONS}
 LIMIT_MAX = 500
 QUERY_MAX = 200
-PROBLEMS_KEPT = 20
-"""Damaged lines are reported (the newest this many), never silently skipped."""
+PROBLEMS_KEPT = 20  # damaged lines are reported (the newest this many), never silently skipped
 MiB = 1024 * 1024
-WINDOW_COUNT = 50_000
-"""The most deliveries whose summaries are held in memory: the newest."""
+WINDOW_COUNT = 50_000  # the most deliveries whose summaries are held in memory: the newest
 WINDOW_BYTES = 64 * MiB
 """The most bytes the held summaries may take (estimated: their texts and ENTRY_BYTES each)."""
 ENTRY_BYTES = 2000
@@ -52,14 +50,11 @@ SUMMARY_CHARS = 1000
 """A summary's texts are cut to this many characters (the detail has them whole)."""
 RESPONSE_BYTES = 1 * MiB
 """The most bytes of rows one list answer holds (estimated: their texts and ROW_BYTES each)."""
-ROW_BYTES = 400
-"""What one row costs in an answer beyond its texts."""
+ROW_BYTES = 400  # what one row costs in an answer beyond its texts
 SEARCH_BYTES = 64 * MiB
 """The most bytes of recorded lines one text search reads before it answers with ``next``."""
-READ_BYTES = 4 * MiB
-"""How much of a log is read at a time when the list catches up with it."""
-PIECE_BYTES = 1 * MiB
-"""A recorded line is searched a piece of this size at a time."""
+READ_BYTES = 4 * MiB  # how much of a log is read at a time when the list catches up with it
+PIECE_BYTES = 1 * MiB  # a recorded line is searched a piece of this size at a time
 
 
 def text(value: Any) -> str | None:

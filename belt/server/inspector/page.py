@@ -68,10 +68,8 @@ TICK = 0.25
 """Seconds at least between two looks at the store while a page is connected to the stream."""
 FALLBACK = 1.0
 """Seconds after which the stream looks unwoken (another process's writes send no signal)."""
-HEARTBEAT = 15.0
-"""Seconds of quiet after which the stream sends a heartbeat line."""
-STREAM_SECONDS = 600.0
-"""A stream ends after this long (the page opens another)."""
+HEARTBEAT = 15.0  # seconds of quiet after which the stream sends a heartbeat line
+STREAM_SECONDS = 600.0  # a stream ends after this long (the page opens another)
 
 
 @cache
