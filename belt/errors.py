@@ -43,8 +43,7 @@ class BeltError(Exception):
     """Root of every error belt reports to a user (one line, no traceback without -v)."""
 
     exit_code: ExitCode = ExitCode.FAILURE
-    status: int | None = None
-    """The HTTP status of the remote answer this error reports (``remote_error``), if any."""
+    status: int | None = None  # the HTTP status of the remote answer it reports, if any
 
     def __init__(
         self,
@@ -57,15 +56,11 @@ class BeltError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.problems = problems or []
-        """Every finding, one line each after the message (a file's or an answer's)."""
-        self.where = where
-        """The file (or option, or URL) the error is about, when one is known: ``--json``
-        errors carry it as ``where``."""
+        self.problems = problems or []  # every finding, one line each after the message
+        self.where = where  # the file, option or URL it is about, if known
 
     def to_json(self) -> dict[str, object]:
-        """The error as ``--json`` prints it: its message, exit code, and where, hint and
-        problems when it has them."""
+        """The error as ``--json`` prints it."""
         document: dict[str, object] = {"error": self.message, "code": int(self.exit_code)}
         if self.where is not None:
             document["where"] = self.where
@@ -130,16 +125,11 @@ _STATUS_OF: tuple[tuple[type[BeltError], int], ...] = (
 
 def http_status(exc: BeltError) -> int:
     """The HTTP status a server answers ``exc`` with (500 for anything unmapped)."""
-    for kind, status in _STATUS_OF:
-        if isinstance(exc, kind):
-            return status
-    return 500
+    return next((status for kind, status in _STATUS_OF if isinstance(exc, kind)), 500)
 
 
-# How a remote's answer becomes an exit code, for every command that talks to one (--api,
-# trigger --to URL, replay --to, check of a URL): the one table, read by ``remote_error`` and
-# shown in docs/cli.md. A row is (what came back, the statuses it covers, the error raised);
-# ``None`` stands for "no answer at all" and ``()`` for "any other answer".
+# How a remote's answer becomes an exit code, for every command that talks to one (docs/cli.md):
+# (what came back, its statuses (None: no answer, (): any other), the error raised).
 REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] = (
     (
         "nothing answered: the name did not resolve, the connection was refused, or the time "
@@ -165,9 +155,8 @@ REMOTE_ANSWERS: tuple[tuple[str, tuple[int | None, ...], type[BeltError]], ...] 
 def remote_error(
     status: int | None, message: str, *, problems: list[str] | None = None, hint: str | None = None
 ) -> BeltError:
-    """The error for a remote's answer of HTTP ``status`` (None: nothing answered) that is not
-    the success asked for, by ``REMOTE_ANSWERS``; ``message`` names the URL, and the status
-    when it does not is added to it."""
+    """The error, by ``REMOTE_ANSWERS``, for a remote's answer of HTTP ``status`` (None: nothing
+    answered) that is not the success asked for; the status is added to ``message`` if missing."""
     if status is not None and f"HTTP {status}" not in message:
         message = f"{message} (HTTP {status})"
     kind = next(

@@ -37,7 +37,6 @@ def write_private(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-
         raise BeltError(f"{path}: cannot write ({exc.strerror or exc}); it is unchanged") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,10 +1,5 @@
-"""One backend for what a command asks of a platform: the local store, or a platform's API.
-
-Every interrupt, chat-settings and profile command makes one call on a :class:`Backend`;
-``--api URL`` chooses the remote one (``belt.backends.remote.Platform``, which speaks to the real
-platform or to ``belt serve``), otherwise the store in the state directory answers. Both give the
-same shapes (InterruptDTO, the chat, the declaration) and raise the same errors.
-"""
+"""One backend for what a command asks of a platform: the local store, or (``--api URL``) a
+platform's API (``belt.backends.remote.Platform``); both give the same shapes and errors."""
 
 from __future__ import annotations
 
@@ -35,9 +30,8 @@ class Settled(InterruptJSON):
 
 
 class LocalBackend:
-    """The store in the state directory, as a platform, with what only it does: read
-    transcripts, continue runs, expire gates and open them by hand (``interrupt review``,
-    ``sweep`` and ``create``)."""
+    """The store in the state directory, as a platform, with what only it does (transcripts,
+    continuing runs, expiring gates and opening them by hand)."""
 
     def __init__(self, store: Store | None = None) -> None:
         from belt.store import open_store  # noqa: PLC0415 - start-up: belt --help
@@ -59,8 +53,7 @@ class LocalBackend:
         reason: str | None = None,
         include_settled: bool = False,
     ) -> list[Listed]:
-        """Interrupts from the store; a run or chat is named by its id, short id or a unique prefix
-        of a stored one (any other id as it is: its gates may outlive it)."""
+        """Interrupts from the store; a run or chat by id, short id or unique prefix."""
         from belt.records.chats import find_chat_id  # noqa: PLC0415 - start-up: belt --help
         from belt.records.interrupts import inbox, on_expiry, to_dto  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
@@ -90,8 +83,7 @@ class LocalBackend:
     def resolve_interrupt(
         self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
     ) -> InterruptJSON:
-        """Resolve an interrupt (one of many racing resolvers wins) as the OS user through
-        ``door``; a short id or prefix is looked for among the pending ones first."""
+        """Resolve an interrupt as the OS user through ``door`` (a prefix: pending ones first)."""
         from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
@@ -151,8 +143,8 @@ class LocalBackend:
         return transcript_before(store=self.store, record=interrupt, limit=limit)
 
     def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
-        """Continue a run whose gates are all settled, as ``belt sim resume`` does (Conflict
-        when another process continues it); the (run, state) of each run it executed."""
+        """Continue a run whose gates are all settled, as ``belt sim resume`` does; the (run,
+        state) of each run it executed."""
         from belt.records.interrupts import pending_for_run  # noqa: PLC0415 - start-up: belt --help
         from belt.records.runs import RUN  # noqa: PLC0415 - start-up: belt --help
 
@@ -246,9 +238,7 @@ def open_backend(api: str | None, *, api_key: str | None = None) -> Iterator[Bac
         yield platform
 
 
-Backend: TypeAlias = "LocalBackend | Platform"
-"""What a command may ask of a platform: the local store, or a platform's API (both give the same
-shapes and raise the same errors; tests/test_backend_contract.py holds them to one contract)."""
+Backend: TypeAlias = "LocalBackend | Platform"  # one contract: tests/test_backend_contract.py
 
 
 def matching_gates(

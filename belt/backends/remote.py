@@ -1,9 +1,7 @@
-"""Client of the platform's HTTP API (or of ``belt serve``, which serves the same routes).
+"""Client of the platform's HTTP API (or of ``belt serve``), the routes of spec/WIRE.md.
 
-Speaks the routes of spec/WIRE.md: the ``{"data": ...}`` envelope is unwrapped, and any other
-answer becomes one line naming the URL and the status, and the exit code ``remote_error``'s table
-gives it (6 only when nothing answered); the bearer key never leaves the request headers. Only
-the commands given ``--api`` import this module, and with it httpx.
+Any answer but the ``{"data": ...}`` envelope becomes one line naming the URL and status, with
+``remote_error``'s exit code; the bearer key never leaves the request headers.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from belt.wire.validate import check_webhook_url
 KEY_ENV = ("INFSH_API_KEY", "INFERENCE_API_KEY")
 DEFAULT_TIMEOUT = 10.0
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""The most bytes of one API answer that are read."""
 KEY_HINT = "check the API key (--api-key, INFSH_API_KEY or INFERENCE_API_KEY)"
 REACH_HINT = "check --api (or BELT_API_URL) and that the platform or `belt serve` is running"
 REDIRECT_HINT = "belt does not follow redirects: give --api the URL the platform answers at"
@@ -59,13 +56,10 @@ class Platform:
         self.host = url_host(base_url)
         self.timeout = timeout
         self._atomic: bool | None = None
-        self._answered: int | None = None
-        """The status of the last answer (what a route's shape error names)."""
+        self._answered: int | None = None  # the last answer's status, for ``_shape``
         from_env = (os.environ[name] for name in KEY_ENV if os.environ.get(name))
         self._key = api_key if api_key is not None else next(from_env, None)
-        self._headers = {"Accept": "application/json"}
-        """Sent with each of this platform's requests, and with no other (the process's client
-        has no credentials of its own)."""
+        self._headers = {"Accept": "application/json"}  # this platform's alone
         if self._key:
             self._headers["Authorization"] = f"Bearer {self._key}"
         try:
@@ -88,8 +82,7 @@ class Platform:
         envelope: bool = True,
         what: str | None = None,
     ) -> Any:
-        """Send one request and return the unwrapped ``data`` (with ``envelope=False``, the body
-        as it is); any other answer is ``remote_error``'s error. ``what`` names what was sent."""
+        """Send one request; the unwrapped ``data`` (``envelope=False``: the body as it is)."""
         url = self.shown_url(path)
         head: httpx.Response | None = None
         self._answered = None
@@ -211,8 +204,7 @@ class Platform:
         door: str = "cli",
         by: Settlement | None = None,
     ) -> InterruptJSON:
-        """``POST /interrupts/{id}/resolve``; the resolved InterruptDTO (``door`` is not sent).
-        ``by``, a rule's settlement, goes only to ``belt serve`` (``/_belt/interrupts/...``)."""
+        """``POST /interrupts/{id}/resolve``; ``by`` goes to ``belt serve`` only."""
         check_id(interrupt_id, what="interrupt id")
         body: dict[str, object] = {"decision": decision, **({} if data is None else {"data": data})}
         path = f"/interrupts/{interrupt_id}/resolve"
@@ -262,8 +254,7 @@ class Platform:
         interval: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Iterator[WatchEvent]:
-        """Events as the interrupts of ``run_ids`` open and settle, polling every ``interval``
-        seconds; an unreachable platform is a warning, and polling goes on."""
+        """Events as the interrupts of ``run_ids`` open and settle (unreachable: a warning)."""
         if not run_ids:
             raise UsageError(
                 "with --api, watch needs --run and a run's whole id (repeatable): the platform "

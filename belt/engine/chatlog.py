@@ -1,6 +1,5 @@
-"""The transcript of a simulation's chat as its runs write it: messages, the context ledger that
-sizes them, compaction, the tool calls of the model's answers, and what a run taken over from a
-killed process had already written."""
+"""The transcript of a simulation's chat as its runs write it: messages, the context ledger,
+compaction, tool calls, and what a run taken over from a killed process had already written."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from belt.records.ids import new_id
 from belt.records.messages import Message, NewMessage, Recorder
 from belt.wire.enums import MessageStatus, ToolInvocationStatus
 
-SETTLED_TOOL_STATES = frozenset({"completed", "failed", "cancelled"})
-"""Tool invocation states (``ToolInvocationStatus``) a tool call ends in."""
+SETTLED_TOOL_STATES = frozenset({"completed", "failed", "cancelled"})  # ToolInvocationStatus
 
 
 class ToolInvocation(TypedDict):
@@ -60,8 +58,7 @@ class Transcript:
     def __init__(self, recorder: Recorder, agent: Mapping[str, Any]) -> None:
         self.recorder = recorder
         self.ledger = Ledger(recorder.messages)
-        self.agent = agent
-        """The scenario's agent: its context window and where it compacts."""
+        self.agent = agent  # the scenario's agent: its context window and where it compacts
 
     def add_message(self, execution: Execution, **options: Any) -> Message:
         """Record a message of ``execution`` (``new_message`` takes the ``options``)."""
@@ -87,8 +84,7 @@ class Transcript:
         row: NewMessage | None = None,
         **sim: Any,
     ) -> NewMessage:
-        """A message of ``execution`` to record (``add_messages``); ``text`` sizes it in tokens
-        and bytes; ``row`` is the transcript row an injection's file holds."""
+        """A message of ``execution`` to record; ``text`` sizes it in tokens and bytes."""
         if text is not None:
             sim["tokens"] = estimate_tokens(text) if tokens is None else tokens
             sim["bytes"] = utf8_size(text)
@@ -128,8 +124,8 @@ class Transcript:
         self.recorder.save_message(message)
 
     def over_limit(self, execution: Execution) -> Overshoot | None:
-        """When the context is above its compaction threshold and a compaction would retire
-        something: the trigger and overshoot (``compaction_trigger``, ``overshoot_*``)."""
+        """The trigger and overshoot when the context is above its compaction threshold and a
+        compaction would retire something."""
         compact_at = float(self.agent.get("compact_at", 0.8))
         context = self.ledger.context(execution.scope)
         token_limit = int(int(self.agent.get("context_window", 128_000)) * compact_at)
@@ -137,9 +133,9 @@ class Transcript:
         byte_limit = int(int(byte_window) * compact_at) if byte_window else None
         over_tokens = context.tokens > token_limit
         over_bytes = byte_limit is not None and context.bytes > byte_limit
-        if not (over_tokens or over_bytes):
-            return None
-        if not self.ledger.has_retirable(execution.scope, execution.input_message_id):
+        if not (over_tokens or over_bytes) or not self.ledger.has_retirable(
+            execution.scope, execution.input_message_id
+        ):
             return None
         extra: Overshoot = {
             "compaction_trigger": "token_limit" if over_tokens else "byte_limit",
@@ -153,10 +149,9 @@ class Transcript:
         """Retire the context but the run's input, and put a compaction marker in its place."""
         if not (retire := self.ledger.retirable(execution.scope, execution.input_message_id)):
             return
-        tokens = size = 0
+        tokens = sum(int(message["sim"].get("tokens", 0)) for message in retire)
+        size = sum(int(message["sim"].get("bytes", 0)) for message in retire)
         for message in retire:
-            tokens += int(message["sim"].get("tokens", 0))
-            size += int(message["sim"].get("bytes", 0))
             self.leave_context(message, retired=True)
         summary = f"Summary of {len(retire)} earlier messages ({tokens} tokens, {size} bytes)."
         self.add_text(
@@ -172,15 +167,16 @@ class Transcript:
         """On a run taken over from a killed process: the message its step already wrote."""
         if not execution.recovering:
             return None
-        for message in reversed(self.recorder.messages):
-            if (
-                message.get("agent_run_id") == execution.run_id
+        return next(
+            (
+                message
+                for message in reversed(self.recorder.messages)
+                if message.get("agent_run_id") == execution.run_id
                 and message["role"] == role
                 and all((message.get("sim") or {}).get(k) == v for k, v in match.items())
-            ):
-                found: Message = message
-                return found
-        return None
+            ),
+            None,
+        )
 
     def reconcile_tools(self, execution: Execution, message: Message) -> None:
         """On a run taken over: settle the invocations whose result is written, once."""
@@ -236,22 +232,14 @@ class Transcript:
         status: str,
         result: str,
     ) -> None:
-        """Complete a tool invocation: its result is a tool message.
-
-        The assistant message holding it is saved once all its calls are settled, not after each
-        (a turn's cost would grow with the square of its calls): the tool messages are the record.
-        """
+        """Complete a tool invocation: its result is a tool message (the assistant message holding
+        it is saved once all its calls are settled, not after each)."""
         invocation["status"] = status
         invocation["result"] = result
-        self.add_text(
-            execution,
-            "tool",
-            result,
-            fields={"tool_call_id": invocation["tool_invocation_id"]},
-            status=MessageStatus.READY
-            if status == ToolInvocationStatus.COMPLETED
-            else MessageStatus.FAILED,
-        )
+        ready = status == ToolInvocationStatus.COMPLETED
+        fields = {"tool_call_id": invocation["tool_invocation_id"]}
+        status = MessageStatus.READY if ready else MessageStatus.FAILED
+        self.add_text(execution, "tool", result, fields=fields, status=status)
 
     def unused_reply(self, state: Mapping[str, object]) -> str | None:
         """The id a run set aside for its reply, while no message of the chat has it."""

@@ -66,7 +66,6 @@ def simulation_options(
     routes: list[str] | None = None,
 ) -> Options:
     """What the caller lends the simulation, checked against its dialect."""
-
     dialect.check_options(executors=bool(executors), fail_closed=fail_closed, routes=bool(routes))
     worker = None
     if executors:  # the in-process executor of ``--executor NAME=TARGET``
@@ -92,7 +91,6 @@ def start_simulation(
     clock: datetime | None = None,
 ) -> tuple[Sim, list[str]]:
     """Create and run a simulation of a loaded scenario; returns its record and runs executed."""
-
     check_storable(loaded.scenario, loaded.source, "; belt cannot store it")
     if isinstance(loaded, LoadedScenario):  # its hooks' py: handlers, loaded before a run
         options.handlers = {
@@ -119,7 +117,6 @@ def start_simulation(
 
 def resume_simulation(store: Store, run_id: str, options: Options) -> tuple[Sim, list[str]]:
     """Continue a held run and the rest of its simulation; returns the record and runs."""
-
     store = store.without_fsync()
     sim = sim_of_run(store, run_id)
     simulation = Simulation(store, sim, dialects.loop_of(sim), options)
@@ -140,11 +137,8 @@ def run_scenario(
     clock: datetime | None = None,
     ephemeral: bool = False,
 ) -> tuple[SimReport, list[str]]:
-    """Run a scenario file; returns the simulation's report and the ids of the runs executed.
-
-    ``ephemeral``: on a store in memory, nothing written or left to resume (so no ``wait``).
-    ``offline``: a delivery off this machine is a UsageError before anything is written.
-    """
+    """Run a scenario file; returns the simulation's report and the ids of the runs executed
+    (``ephemeral``: on a store in memory; ``offline``: refuse deliveries off this machine)."""
     if ephemeral and wait:
         raise UsageError(
             "--ephemeral and --wait: a run in memory cannot be resolved from elsewhere",
@@ -189,10 +183,8 @@ def run_scenario(
 
 
 def named_run(store: Store, run_id: str | None, *, last: bool = False) -> str:
-    """The id of the run ``run_id`` names (an id, short id or unique prefix; failing that, of a
-    simulation, whose latest run it is), or with ``last`` the simulated run started last (a
-    chat's own, not a task chat's); exit 3 when there is none."""
-
+    """The id of the run ``run_id`` names (or the latest of the simulation it names), or with
+    ``last`` the simulated run started last; NotFound when there is none."""
     if last == (run_id is not None):
         raise UsageError("give a run id or --last (not both)")
     if run_id is not None:
@@ -222,7 +214,6 @@ def resume_run(
     wait: bool = False,
 ) -> tuple[SimReport, list[str]]:
     """Resume the run ``named_run`` finds (held at gates or for attention); the report and runs."""
-
     store = open_store()
     run_id = named_run(store, run_id, last=last)
     sim = sim_of_run(store, run_id)
@@ -241,20 +232,17 @@ def resume_run(
 
 def show_run(*, run_id: str | None = None, last: bool = False) -> SimReport:
     """The report of the simulation of the run ``named_run`` finds."""
-
     store = open_store()
     return build_report(store, sim_of_run(store, named_run(store, run_id, last=last)))
 
 
 def list_runs(*, include_tasks: bool = False) -> list[RunRow]:
     """Every simulated run (with ``include_tasks``, the runs of task chats too)."""
-
     return list_all(open_store(), include_tasks=include_tasks)
 
 
 def stop_run(*, run_id: str, force: bool = False) -> RunView:
     """Cancel a simulated run."""
-
     store = open_store()
     run_id = named_run(store, run_id)
     sim = sim_of_run(store, run_id)
@@ -262,20 +250,14 @@ def stop_run(*, run_id: str, force: bool = False) -> RunView:
 
 
 def resume_settled(store: Store, *, emulated: bool | None = None) -> list[Continued]:
-    """Continue every simulated run tagged as held whose interrupts are all settled and that no
-    live process holds (``belt serve --resume``'s pass); one record per run tried."""
+    """Continue every run tagged as held that is ready (``belt serve --resume``'s pass)."""
     tried = (resume_gated(store, run_id, emulated=emulated) for run_id in store.tagged(GATED_RUNS))
     return [record for record in tried if record is not None]
 
 
 def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> Continued | None:
-    """Continue the simulation of a run tagged as held at gates, from where its continuation is.
-
-    The tag stays while anything of that continuation is left, so a continuer killed at any
-    moment leaves it to the next; it goes once the run has ended and its simulation no longer
-    runs, a later run holds, or the run is on an attention hold (continued by hand).
-    """
-
+    """Continue the simulation of a run tagged as held at gates, from where its continuation is;
+    the tag goes only once nothing of the continuation is left (a killed continuer leaves it)."""
     if (run := get_run(store, run_id)) is None:
         untag_gated(store, run_id)
         return None
@@ -307,10 +289,8 @@ def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> 
 def resume_if_settled(
     store: Store, run_id: str, *, emulated: bool | None = None, recover: bool = False
 ) -> Continued | None:
-    """Continue one run held at its interrupts once they are all settled, unless a live process
-    holds it; None when it is not ready. ``emulated`` takes only the runs of chats ``belt serve``
-    emulates (True) or the others (False); ``recover`` also continues a run whose process is gone.
-    """
+    """Continue one run held at its settled interrupts that no live process holds (None: not
+    ready); ``emulated`` filters by ``belt serve``'s chats, ``recover`` takes orphaned runs."""
     run = get_run(store, run_id)
     lost = recover and run is not None and interrupted(run)
     if run is None or not (waiting(run) or lost):
@@ -326,7 +306,6 @@ def resume_if_settled(
 
 def _continue(store: Store, run_id: str) -> Continued | None:
     """``resume_simulation`` of a run as a record (None: another process took it, or not ready)."""
-
     try:
         sim, _ = resume_simulation(store, run_id, Options())
     except Conflict:

@@ -16,8 +16,7 @@ if TYPE_CHECKING:
     from belt.executor.worker import Worker
 
 Notify = Callable[[dict[str, object]], None]
-"""Tells a live reporter what a run waiting at its gates waits for (``kind`` ``gates``,
-``settled``)."""
+"""Tells a live reporter what a run waiting at its gates waits for."""
 
 
 class End(StrEnum):
@@ -41,8 +40,7 @@ class SimStatus(StrEnum):
 
 @dataclass
 class Options:
-    """What a caller lends a simulation: a worker, a live reporter, ``--route`` routes and the
-    ``py:`` handlers imported (and so checked) before the simulation was created."""
+    """What a caller lends a simulation (``handlers``: imported before it was created)."""
 
     loaded: Any = None
     worker: Worker | None = None

@@ -1,6 +1,5 @@
-"""Holds and resumes: a held run goes on once what holds it is settled, by the resolutions its
-scenario scripts, by time passing on the simulation's clock (``[[turns.wait]]``), or, with
-``--wait``, by anyone while this process stays at its gates."""
+"""Holds and resumes: a held run goes on once what holds it is settled, by its scenario's
+resolutions, by time passing (``[[turns.wait]]``), or, with ``--wait``, by anyone."""
 
 from __future__ import annotations
 
@@ -21,10 +20,8 @@ from belt.wire.enums import AgentRunState
 if TYPE_CHECKING:
     from belt.engine.simulation import Simulation
 
-GATE_POLL = 0.1
-"""Seconds between two looks at a waiting run's gates (each look reads only that run's)."""
-LEASE_RENEWAL = 10.0
-"""Seconds between two renewals of the lease of a run this process waits on."""
+GATE_POLL = 0.1  # seconds between two looks at a waiting run's gates
+LEASE_RENEWAL = 10.0  # seconds between two renewals of a waited-on run's lease
 
 
 class Holds:
@@ -32,8 +29,7 @@ class Holds:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.waited: dict[int, int] = {}
-        """Per turn, how many of its ``[[turns.wait]]`` this process has used."""
+        self.waited: dict[int, int] = {}  # per turn, the ``[[turns.wait]]`` used
 
     def go_on(self, execution: Execution) -> None:
         """A held run goes on: working again, it occupies its chat (it stays tagged as held)."""
@@ -49,9 +45,8 @@ class Holds:
         self.sim.update_sim(status=SimStatus.RUNNING.value)
 
     def catch_up(self, execution: Execution) -> None:
-        """Move the virtual clock on to the time the run's gates were settled, when that is
-        later than the clock: a sweep ``--at T`` (or a server on its own clock) settles a gate
-        at T, and what the run does next is dated no earlier than its settlement."""
+        """Move the virtual clock on to when the run's gates were settled, if later (a sweep
+        ``--at T`` settles at T, and what the run does next is dated no earlier)."""
         if self.sim.clock is None or execution.run is None:
             return
         settled = last_settled(store=self.sim.store, run_id=execution.run.id)
@@ -64,8 +59,7 @@ class Holds:
         return self.sim.options.wait and self.sim.dialect.waits_for_gates
 
     def settle_scripted(self, execution: Execution) -> bool:
-        """Resolve the gates a run waits at with the resolutions its scenario turn scripts
-        (``[[turns.resolve]]``); True when none is left pending (False when none is scripted)."""
+        """Resolve a run's gates by its turn's ``[[turns.resolve]]``; True when none is pending."""
         specs = self.sim.turn_doc(execution.turn_index).get("resolve") or []
         if not specs or execution.run is None:
             return False
@@ -93,8 +87,8 @@ class Holds:
         return not pending_for_run(store=self.sim.store, run_id=execution.run.id)
 
     def wait_out(self, execution: Execution) -> bool:
-        """Let time pass while a run holds, as its scenario turn says (``[[turns.wait]]``), each
-        wait then sweeping the run's overdue gates; True when none of them is left pending."""
+        """Let time pass as the turn's ``[[turns.wait]]`` says, sweeping overdue gates; True when
+        none is left pending."""
         waits = self.sim.turn_doc(execution.turn_index).get("wait") or []
         if execution.run is None or self.sim.clock is None:
             return False

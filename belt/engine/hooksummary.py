@@ -1,10 +1,5 @@
-"""The closing summary of a run's hook calls: how many were made, how many failed, and how each
-failure was counted, by handler.
-
-The platform's semantics stay as they are (a failed webhook counts as allow, or as deny on a
-gate-able event with ``--fail-closed``); the summary is how belt says so out loud. It is read
-from the ``hook.executed`` records of a simulation's runs, so ``belt sim run``, ``sim resume``,
-``sim show`` and ``belt test`` all say the same thing.
+"""The closing summary of a run's hook calls: how many were made and failed, and how each
+failure was counted (allow, or deny when fail-closed), by handler, from ``hook.executed`` records.
 """
 
 from __future__ import annotations
@@ -21,16 +16,13 @@ from belt.records.runs import run_events
 if TYPE_CHECKING:
     from belt.store import Store
 
-FAILURES_SHOWN = 50
-"""How many failed calls the summary lists one by one (the counts are always whole)."""
+FAILURES_SHOWN = 50  # failed calls listed one by one (the counts are always whole)
 ERROR_CHARS = 300
-"""How much of an error the summary keeps."""
 
 HOOK_FAILURE_HINT = (
     'name each with an expectation on its error (event = ..., error = "..."), or put '
     'hook_errors = "allow" at the top of the scenario'
 )
-"""What a ``belt test`` scenario whose hook calls failed unnamed can do about it."""
 
 
 def counted_as(record: Mapping[str, Any]) -> str:
@@ -39,16 +31,14 @@ def counted_as(record: Mapping[str, Any]) -> str:
 
 
 def answer_warnings(record: Mapping[str, Any]) -> list[str]:
-    """What a handler's answer asked for that was not done: its unknown keys (ignored) and a
-    decision its event cannot take (ignored: the agent goes on). None for a call that failed,
-    or for an async hook, whose decision never takes effect."""
+    """What a handler's answer asked for that was not done: unknown keys, a decision its event
+    cannot take (none for a failed call or an async hook)."""
     if record.get("error") or record.get("async"):
         return []
     warnings = [str(w) for w in record.get("warnings") or []]
     decision = record.get("decision")
     event = str(record.get("hook_event") or "")
-    # A gate's suspend is how a gate works; only an answer's decision can be one the event
-    # cannot take.
+    # A gate's suspend is how a gate works; only an answer's can be one the event cannot take.
     if (
         record.get("handler_type") == "webhook"
         and decision
@@ -65,7 +55,6 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     handlers: dict[tuple[str, str], HandlerTally] = {}
     failures: list[dict[str, object]] = []
     warned: list[dict[str, object]] = []
-    warning_count = 0
     for record in executions:
         key = (str(record.get("handler_type") or ""), str(record.get("handler") or ""))
         entry = handlers.setdefault(
@@ -89,10 +78,7 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
             "handler": key[1],
             "handler_type": key[0],
         }
-        for warning in answer_warnings(record):
-            warning_count += 1
-            if len(warned) < FAILURES_SHOWN:
-                warned.append({**call, "warning": short(warning, ERROR_CHARS)})
+        warned += [{**call, "warning": short(w, ERROR_CHARS)} for w in answer_warnings(record)]
         if not (error := record.get("error")):
             continue
         how = counted_as(record)
@@ -101,26 +87,25 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
         if entry["first_error"] is None:
             entry["first_error"] = short(str(error), ERROR_CHARS)
             entry["fix"] = likely_fix(str(error))
-        if len(failures) < FAILURES_SHOWN:
-            data = (record.get("payload") or {}).get("data") or {}
-            failures.append(
-                {
-                    **call,
-                    "tool": data.get("tool") if isinstance(data, dict) else None,
-                    "error": short(str(error), ERROR_CHARS),
-                    "counted_as": how,
-                    "async": bool(record.get("async")),
-                }
-            )
+        data = (record.get("payload") or {}).get("data") or {}
+        failures.append(
+            {
+                **call,
+                "tool": data.get("tool") if isinstance(data, dict) else None,
+                "error": short(str(error), ERROR_CHARS),
+                "counted_as": how,
+                "async": bool(record.get("async")),
+            }
+        )
     return {
         "calls": len(executions),
         "failed": sum(entry["failed"] for entry in handlers.values()),
         "counted_allow": sum(entry["counted_allow"] for entry in handlers.values()),
         "counted_deny": sum(entry["counted_deny"] for entry in handlers.values()),
         "handlers": list(handlers.values()),
-        "failures": failures,
-        "warned": warning_count,
-        "warnings": warned,
+        "failures": failures[:FAILURES_SHOWN],
+        "warned": len(warned),
+        "warnings": warned[:FAILURES_SHOWN],
     }
 
 

@@ -1,11 +1,8 @@
 """The context ledger: what the next model request sees, kept incrementally for both dialects.
 
-Every message of a chat belongs to one *scope*: the conversation (``"chat"``), or, for a Nexus
-standalone execution, that execution alone. A message is in the context of its scope while it is
-a context role, not retired by a compaction, not replaced by a regeneration and, for an
-injection, still active. The ledger adds a message's tokens and bytes when it is recorded and
-takes them away when it leaves, so asking for the context never rescans the chat and the cost of
-a turn does not grow with the length of the chat.
+Every message belongs to one *scope*: the conversation (``"chat"``), or a Nexus standalone
+execution. The ledger adds a message's size when it is recorded and takes it away when it leaves,
+so asking for the context never rescans the chat.
 """
 
 from __future__ import annotations
@@ -17,8 +14,6 @@ from typing import Any
 from belt.records.messages import Message
 
 CONTEXT_ROLES = frozenset({"user", "assistant", "tool", "compaction", "injection", "feedback"})
-"""Roles the model sees: ``injection`` (platform) and ``feedback`` (Nexus stop) included."""
-
 CHAT_SCOPE = "chat"
 
 

@@ -1,10 +1,7 @@
-"""Hermetic runs: hooks delivered only on this machine.
+"""Hermetic runs: hooks delivered only on this machine (loopback, ``py:``, routed there).
 
-``belt test``, the pytest plugin and ``belt sim run --offline`` deliver only to loopback
-addresses (127.0.0.0/8, ::1, ``localhost``), ``py:`` handlers and the URLs a ``--route`` sends
-elsewhere on this machine. A webhook (or a Nexus executor) that would go anywhere else is found
-before anything runs, so a test can neither depend on the network nor pass on a hook that never
-answered because it was out of reach. ``--allow-network`` lifts the rule for a run.
+``belt test``, the pytest plugin and ``belt sim run --offline`` find a webhook or executor that
+would go anywhere else before anything runs; ``--allow-network`` lifts the rule.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ def on_this_machine(target: str) -> bool:
 
 
 def origin(url: str) -> str:
-    """A URL's scheme and host (and port), never its credentials, path or query: what a
-    message may show of it, and the prefix a ``--route`` for it takes."""
+    """A URL's scheme and host (and port): what a message shows, and a ``--route`` prefix."""
     host = url_host(url, every_port=True)
     return "?" if host == "?" else f"{urlsplit(url).scheme}://{host}"
 

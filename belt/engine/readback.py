@@ -1,8 +1,5 @@
-"""Reading a simulation back from the store: the whole record, names as on the wire.
-
-``belt sim show --json`` prints this object and the terminal view (``belt.display.render``) reads
-it, so both show the same thing.
-"""
+"""Reading a simulation back from the store: the whole record, names as on the wire (what
+``belt sim show --json`` prints and the terminal view reads)."""
 
 from __future__ import annotations
 

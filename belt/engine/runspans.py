@@ -12,29 +12,25 @@ from belt.engine.execution import Execution
 from belt.outgoing import tracing
 from belt.records.sims import Sim
 
-SCRIPTED_MODEL = "scripted"
-"""The model a simulation's spans name (``chat scripted``): the scenario scripts its answers."""
+SCRIPTED_MODEL = "scripted"  # the model the spans name: the scenario scripts its answers
 
 
 class RunSpans:
     """The spans of one simulation's runs, when tracing is on (each a no-op when it is off)."""
 
     def __init__(self, sim: Sim, dialect: str) -> None:
-        self.agent: dict[str, object] = {
+        self.agent: dict[str, object] = {  # what every run's span says of its agent
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": str(sim.get("name") or "agent"),
             "gen_ai.agent.id": str(sim["agent_id"]),
             "belt.sim.id": sim["id"],
             "belt.dialect": dialect,
         }
-        """What every run's span says of its agent and simulation."""
-        self.turn_span: Any = None
-        """The span of the model turn being taken (``trace_turn``)."""
+        self.turn_span: Any = None  # the span of the model turn being taken
 
     @contextlib.contextmanager
     def traced(self, execution: Execution) -> Iterator[Any]:
-        """The span of a run as this process drives it (docs/tracing.md); a run resumed (here
-        or by another process) goes on in the trace it began in: its execution state keeps it."""
+        """The span of a run as this process drives it; a resumed run goes on in its own trace."""
         if not tracing.on():
             yield None
             return

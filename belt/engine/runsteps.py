@@ -1,6 +1,5 @@
-"""The run record as the driver changes it: a run is created, saved after each step, and held,
-completed or failed together with the status of the chat it occupies; every change is
-cancel-safe (``Cancelled`` once ``belt sim stop`` stopped the run)."""
+"""The run record as the driver changes it, together with the status of the chat it occupies;
+every change is cancel-safe (``Cancelled`` once ``belt sim stop`` stopped the run)."""
 
 from __future__ import annotations
 
@@ -57,9 +56,8 @@ class RunSteps:
         state: str | None = None,
         **fields: Any,
     ) -> End:
-        """The run waits for something outside (a gate, a retried hook, a client tool) in the
-        dialect's held state, or ``state``; it gives up its lease unless this process waits
-        (``--wait``), and is tagged as held first, so a process killed in between is found."""
+        """The run waits for something outside in ``state`` (default: the dialect's held state),
+        tagged as held first; it gives up its lease unless this process waits (``--wait``)."""
         held = state or self.sim.dialect.held_state
         reason = fields.get("interrupt_reason") or ("attention" if "attention" in fields else None)
         with tracing.span("belt.hold", {"belt.hold.state": held, "belt.hold.reason": reason}):
@@ -78,8 +76,7 @@ class RunSteps:
         return self.end(execution, End.COMPLETED, state=AgentRunState.COMPLETED.value)
 
     def fail(self, execution: Execution, error: str) -> End:
-        """The run fails: the chat records why (a run that wrote no answer gives the row its
-        reply's id, so a client waiting for that message sees the run end)."""
+        """The run fails: the chat records why (in the reply's row, if it wrote no answer)."""
         self.sim.transcript.add_message(
             execution,
             role="event",
@@ -113,8 +110,7 @@ class RunSteps:
             )
 
     def release_chat(self, execution: Execution) -> None:
-        """The chat is idle again once the run that occupied it ends; an emulated run leaves the
-        tag of runs its servers continue in the same step."""
+        """The chat is idle again once its run ends (an emulated run leaves its tag too)."""
         if execution.occupies_chat:
             self.sim.recorder.release_chat(execution.run_id)
         if self.sim.sim.get("emulated") and execution.run_id is not None:

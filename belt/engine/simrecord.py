@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 OPEN_TOOL_STATES = frozenset({"pending", "in_progress", "awaiting_approval", "awaiting_input"})
-"""Tool invocation states a stopped run's tool calls are cancelled from."""
 
 
 def record_simulation(
@@ -70,17 +69,8 @@ def record_simulation(
     stamp = now_iso()
     spec = loaded.scenario.agent
     agent_id = spec.id or new_id("ag")
-    write_agent(
-        store,
-        {
-            "id": agent_id,
-            "name": spec.name,
-            "context_window": spec.context_window,
-            "compact_at": spec.compact_at,
-            **agent,
-            "updated_at": stamp,
-        },
-    )
+    limits = {key: getattr(spec, key) for key in ("name", "context_window", "compact_at")}
+    write_agent(store, {"id": agent_id, **limits, **agent, "updated_at": stamp})
     sim_id = new_id("sim")
     chat = create_chat(
         store,
@@ -90,8 +80,7 @@ def record_simulation(
         sim_id=sim_id,
         dialect=dialect,
     )
-    # The scenario is written once, apart from the record that changes on every turn.
-    return create_sim(
+    return create_sim(  # the scenario apart from the record that changes every turn
         store,
         {
             "id": sim_id,
@@ -104,7 +93,6 @@ def record_simulation(
             "next_turn": 0,
             "status": SimStatus.RUNNING.value,
             "created_at": stamp,
-            # What reading the scenario warned of (a path read from the current directory).
             **({"warnings": list(loaded.warnings)} if getattr(loaded, "warnings", None) else {}),
             **fields,
         },
@@ -113,8 +101,7 @@ def record_simulation(
 
 
 def refuse_pending(store: Store, run_id: str, waits: str) -> None:
-    """Conflict (exit 4) while the run has pending interrupts; ``waits`` says for what, with
-    ``{n}`` for how many."""
+    """Conflict while the run has pending interrupts (``waits``: for what, ``{n}``: how many)."""
     if pending := pending_for_run(store=store, run_id=run_id):
         ids = ", ".join(i["id"] for i in pending)
         raise Conflict(
@@ -132,8 +119,7 @@ def sim_of_run(store: Store, run_id: str) -> Sim:
 
 
 def stranded_at(store: Store, sim: Mapping[str, Any]) -> str | None:
-    """The last run of a simulation whose process died between two runs (still ``running``, its
-    last run ended, its process gone), else None: ``belt sim resume`` of it goes on."""
+    """The last run of a simulation whose process died between two runs, else None."""
     last = last_run_ended(store, sim)
     return None if last is None or leases.holder_alive(last.get("lease")) else str(last["id"])
 
@@ -160,13 +146,11 @@ def stop_run(
 ) -> RunView:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume."""
     how = "force-stopped" if force else "stopped"
-    # Stamped on the simulation's clock, if it has one (a held run's, as last recorded).
     stamp = sim.get("clock")
     on_clock = VirtualClock(parse_timestamp(stamp)) if isinstance(stamp, str) else None
-    # The run's end and the chat's idle state are one step for the chat's readers (its lock).
+    # On the simulation's clock; the run's end and the chat's idle state are one step (its lock).
     with clock.using(on_clock), store.lock(CHAT, str(sim["chat_id"])):
-        # The run is cancelled before its pending work, so a simulation waiting on that work stops
-        # without ever applying a late result.
+        # The run is cancelled before its pending work, so no late result is ever applied.
         run = cancel_run(store, run_id, force=force, how=how, hint=dialect.stop_hint)
         text, kept = dialect.cancel_pending(store, sim, run, how)
         run = merge_run(store, run_id, kept)
@@ -225,7 +209,6 @@ def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], lis
             f"simulation {sim['id']} has no stored hooks to continue with",
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
-    # The store checked the record's shape; what its lists hold is checked here.
     where = hooks_path(store, sim["id"])
     try:
         hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
@@ -242,8 +225,7 @@ def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], lis
 
 
 def reload_located(store: Store, sim: Sim) -> dict[int, Located]:
-    """Where the simulation's in-process hooks load from, by index, as stored privately: a run
-    resumed from another directory loads the files of the scenario's."""
+    """Where the simulation's in-process hooks load from, by index, as stored privately."""
     try:
         private = read_hooks(store, sim["id"])
     except NotFound:

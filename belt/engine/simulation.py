@@ -1,10 +1,8 @@
 """The simulation driver: one turn loop, one way to hold, cancel, finish and resume, both dialects.
 
-Each scenario turn is one run. ``Simulation`` holds what its parts share (record, clock,
-dialect) and owns them: the turn loop, holds, the run record's changes, the transcript and the
-spans; a dialect decides what each step does. A run's progress is ``execution`` on its record
-(``next``: the step to take), so a held or interrupted run goes on from there, and every change
-is cancel-safe: once ``belt sim stop`` cancels a run, nothing brings it back.
+Each scenario turn is one run; ``Simulation`` owns the parts (turn loop, holds, run steps,
+transcript, spans) and a dialect decides each step. A run's progress is on its record, so a held
+or interrupted run goes on from there, and once ``belt sim stop`` cancels it nothing brings it back.
 """
 
 from __future__ import annotations
@@ -50,8 +48,7 @@ ScenarioModel = TypeVar("ScenarioModel", bound="BaseModel")
 def clock_start(scenario: Any, given: datetime | None) -> VirtualClock | None:
     """The virtual clock a new simulation runs on (``given``: ``--clock``); None: wall time."""
     start = given or scenario.clock
-    # A scenario that moves time (a turn's ``after``, a ``[[turns.wait]]``) runs on a virtual
-    # clock, from the wall time it starts at unless it says ``clock``.
+    # A scenario that moves time (``after``, ``[[turns.wait]]``) starts its clock at wall time.
     if start is None and any(turn.after is not None or turn.wait for turn in scenario.turns):
         start = clock.utcnow()
     return VirtualClock(start) if start is not None else None
@@ -76,8 +73,7 @@ class Dialect(Protocol):
         """Take the step ``execution.state["next"]``; an End when the run stops."""
 
     def resumable(self, run: RunRecord, interrupted: bool) -> Execution:
-        """The execution of a held (or ``interrupted``) run, to go on; Conflict when it cannot
-        go on yet."""
+        """The execution of a held (or ``interrupted``) run, to go on (Conflict: not yet)."""
 
     def resume_fields(self) -> dict[str, None]:
         """Run fields cleared when a held run goes on."""
@@ -132,16 +128,14 @@ class Simulation:
         options: Options | None = None,
     ) -> None:
         self.store = store
-        self.sim: Sim = read_sim(store, str(sim["id"]))
-        """The simulation's record, as this process last wrote it."""
+        self.sim: Sim = read_sim(store, str(sim["id"]))  # as this process last wrote it
         self.options = options or Options()
         self.scenario_doc = read_scenario(store, self.sim["id"])
         # Read what the loop will append to before acting, so a damaged index is reported
         # before a turn runs, not after.
         store.members(SIM_RUNS, self.sim["id"])
         self.agent_id = str(self.sim["agent_id"])
-        self.current: str | None = None
-        """The run this process drives (or last drove)."""
+        self.current: str | None = None  # the run this process drives (or last drove)
         self.clock = self.own_clock()
         self.transcript = Transcript(
             Recorder(store, self.sim["chat_id"]), self.scenario_doc.get("agent") or {}
@@ -154,8 +148,7 @@ class Simulation:
         self.dialect: Dialect = dialect(self)
 
     def own_clock(self) -> VirtualClock | None:
-        """The simulation's virtual clock (its time kept on its record as it moves), or None:
-        it runs on whatever clock is in force (wall time, or ``belt serve --clock``'s)."""
+        """The simulation's virtual clock, kept on its record; None: the clock in force."""
         if not isinstance(stamp := self.sim.get("clock"), str):
             return None
         return VirtualClock(
@@ -164,8 +157,7 @@ class Simulation:
 
     @contextlib.contextmanager
     def driving(self) -> Iterator[None]:
-        """Drive runs on the simulation's clock; the dialect is closed however driving ends, and
-        Ctrl-C gives up the lease on the run, for a later ``belt sim resume``."""
+        """Drive runs on the simulation's clock; Ctrl-C gives up the run's lease for a resume."""
         with clock.using(self.clock):
             try:
                 yield

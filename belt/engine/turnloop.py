@@ -1,6 +1,5 @@
-"""The turn loop: each scenario turn is one run, driven step by step until it ends, holds or is
-cancelled; a held run goes on (``belt.engine.holds``) and the loop carries on with the turns left.
-A run's step is saved after it is taken, so a run whose process is killed goes on from there."""
+"""The turn loop: each scenario turn is one run, driven step by step (each saved) until it ends,
+holds or is cancelled; a held run goes on (``belt.engine.holds``), then the turns left."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ class TurnLoop:
         self.sim = sim
 
     def resume(self, run_id: str) -> list[str]:
-        """Continue a held run once what held it is settled, then the remaining turns (its lease
-        taken first, so of many processes exactly one goes on)."""
+        """Continue a held run (its lease taken first: one process goes on), then the turns left."""
         last = last_run_ended(self.sim.store, self.sim.sim)
         if last is not None and last["id"] == run_id:
             # The turn loop goes on after the run, if the process driving it is gone.
@@ -75,8 +73,7 @@ class TurnLoop:
         return execution
 
     def turn_begun(self, run: RunRecord) -> None:
-        """Count the turn of a run being resumed as begun, if its process died before it could
-        (between ``begin`` and the count, in ``start_turn``)."""
+        """Count the turn of a resumed run as begun, if its process died before it could."""
         index = run.data.get("turn_index")
         if isinstance(index, int) and int(self.sim.sim["next_turn"]) <= index:
             self.sim.update_sim(next_turn=index + 1)
@@ -88,8 +85,7 @@ class TurnLoop:
         return [str(execution.run_id), *self.run_turns()]
 
     def drive_waiting(self, execution: Execution) -> End:
-        """Drive a run; carry on each time its gates are all settled: by the resolutions the
-        scenario scripts for them, or, with ``--wait``, by anyone."""
+        """Drive a run; carry on each time its gates are all settled (scripted, or ``--wait``)."""
         end = self.drive(execution)
         while end == End.HELD and execution.run is not None:
             settled = self.sim.dialect.waits_for_gates and (
@@ -137,8 +133,7 @@ class TurnLoop:
         return end in (End.HELD, End.CANCELED)
 
     def held_status(self) -> SimStatus:
-        """Where a simulation whose run holds is: held when the run waits for input (a gate,
-        an approval), else where its dialect holds runs (a Nexus attention hold)."""
+        """Held when the run waits for input (a gate, an approval), else the dialect's status."""
         if self.sim.current is not None:
             run = RunRecord.read(self.sim.store, self.sim.current)
             if run.state == AgentRunState.INPUT_REQUIRED:
@@ -146,8 +141,7 @@ class TurnLoop:
         return self.sim.dialect.held_status
 
     def settle_status(self, status: SimStatus) -> None:
-        """Record where the loop stopped, unless a later turn was begun meanwhile (``belt
-        serve`` appends turns to a simulation while the driver of the last one finishes)."""
+        """Record where the loop stopped, unless a later turn was begun meanwhile (belt serve)."""
         begun = self.sim.sim["next_turn"]
 
         def apply(current: Sim) -> Sim:

@@ -92,8 +92,7 @@ def post_body(url: str, body: bytes, headers: dict[str, str], *, timeout: float)
     except httpx.RemoteProtocolError as exc:
         reason = _reason(exc, url)
         error = _closed(host, None) if reason == DISCONNECTED else f"{host} {MALFORMED}: {reason}"
-    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:
-        # UnicodeError: a host name that IDNA cannot encode.
+    except (httpx.HTTPError, httpx.InvalidURL, UnicodeError) as exc:  # Unicode: IDNA failed
         error = f"request to {host} failed: {_reason(exc, url)}"
     duration = round((time.perf_counter() - started) * 1000)
     if error is None and duration > timeout * 1000:
