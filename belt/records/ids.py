@@ -15,12 +15,8 @@ _SPACE = len(_ALPHABET) ** _LENGTH
 
 def new_id(prefix: str) -> str:
     """A fresh random id such as ``int_k2m9x0q4h7c1v8b5n3t6`` (one draw, written in base 36)."""
-    number = secrets.randbelow(_SPACE)
-    digits = []
-    for _ in range(_LENGTH):
-        number, digit = divmod(number, len(_ALPHABET))
-        digits.append(_ALPHABET[digit])
-    return f"{prefix}_" + "".join(digits)
+    number, base = secrets.randbelow(_SPACE), len(_ALPHABET)
+    return f"{prefix}_" + "".join(_ALPHABET[number // base**i % base] for i in range(_LENGTH))
 
 
 def now_iso() -> str:
