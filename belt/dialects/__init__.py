@@ -161,6 +161,38 @@ class Dialect(Protocol):
         """One message of a transcript (with its hook rows), as the transcript shows it."""
 
 
+Keys = Mapping[str, str]
+"""Keys of a scenario document, each with the message that refuses it."""
+
+
+def foreign_keys(doc: Mapping[str, object], top: Keys, turn: Keys, call: Keys) -> list[str]:
+    """Keys of another dialect in a scenario document, each ``path: why``: ``top`` by dotted path,
+    ``turn`` in each turn, ``call`` in each tool call of a turn or of its model rounds."""
+    problems = []
+    for path, why in top.items():
+        parent, _, key = path.rpartition(".")
+        if key in (_table(doc.get(parent)) if parent else doc):
+            problems.append(f"{path}: {why}")
+    for t, found in enumerate(_items(doc.get("turns"))):
+        spec, at = _table(found), f"turns[{t}]"
+        problems += [f"{at}.{key}: {why}" for key, why in turn.items() if key in spec]
+        rounds = enumerate(_items(spec.get("model")))
+        holders = [(at, spec), *((f"{at}.model[{m}]", _table(r)) for m, r in rounds)]
+        for where, holder in holders:
+            for c, keys in enumerate(map(_table, _items(holder.get("tool_calls")))):
+                path = f"{where}.tool_calls[{c}]"
+                problems += [f"{path}.{key}: {why}" for key, why in call.items() if key in keys]
+    return problems
+
+
+def _table(found: object) -> Mapping[str, object]:
+    return found if isinstance(found, dict) else {}
+
+
+def _items(found: object) -> list[object]:
+    return found if isinstance(found, list) else []
+
+
 _known: dict[str, Dialect] = {}
 
 

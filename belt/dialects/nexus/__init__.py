@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions
+from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions, foreign_keys
 from belt.display.text import short
 from belt.usercode.loader import collector_paused
 from belt.wire.nexus import NexusEvent
@@ -15,6 +15,24 @@ from belt.wire.nexus import NexusEvent
 if TYPE_CHECKING:
     from belt.dialects.simreport import ReportRun, SimReport
     from belt.records.executions import ExecutionEntry
+
+PLATFORM_HOOKS = "platform hooks; a Nexus scenario declares its hooks in [profile] lifecycle_hooks"
+PLATFORM_TOP = {
+    "agents": "the agents task hooks reference belong to the platform dialect",
+    "reviews": "reviews of belt:extract belong to the platform dialect",
+    "agent.hooks": PLATFORM_HOOKS,
+    "agent.hooks_file": f"{PLATFORM_HOOKS} (or give a Nexus declaration with --hooks FILE)",
+    "chat.disable_hooks": "a platform chat setting; Nexus has no per-conversation hook switch",
+}
+PLATFORM_TOOL = {
+    "async": "async app tools (agent.tool_result) belong to the platform dialect",
+    "client": "client tools belong to the platform dialect",
+    **dict.fromkeys(
+        ("require_approval", "approval_timeout"),
+        "per-tool approval belongs to the platform dialect",
+    ),
+}
+"""Keys only platform scenarios have: at the top (by path), in a tool call."""
 
 
 class NexusDialect:
@@ -45,9 +63,7 @@ class NexusDialect:
 
     def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         """Keys of platform scenarios in a Nexus one."""
-        from belt.dialects.nexus.scenarios import platform_keys  # noqa: PLC0415 - pydantic, when a scenario is read
-
-        return platform_keys(doc)
+        return foreign_keys(doc, PLATFORM_TOP, {}, PLATFORM_TOOL)
 
     def load_scenario(
         self, doc: Mapping[str, object], source: str, directory: Path, **kw: Unpack[ScenarioOptions]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from belt.deliveries.effects import handler_label
-from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions
+from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions, foreign_keys
 from belt.display.text import short
 from belt.usercode.loader import collector_paused
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
@@ -17,18 +17,13 @@ from belt.wire.enums import HookDecision
 if TYPE_CHECKING:
     from belt.dialects.simreport import Delivery, ReportRun, SimReport
 
-NEXUS_ONLY_TOP = ("profile", "executors")
-NEXUS_ONLY_AGENT = ("context_bytes",)
-NEXUS_ONLY_TURN = (
-    "regenerate",
-    "mail",
-    "background",
-    "standalone",
-    "tool_only",
-    "tool_calls",
-    "profile",
+NEXUS_ONLY = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
+NEXUS_TOP = dict.fromkeys(("profile", "executors", "agent.context_bytes"), NEXUS_ONLY)
+NEXUS_TURN = dict.fromkeys(
+    ("regenerate", "mail", "background", "standalone", "tool_only", "tool_calls", "profile"),
+    NEXUS_ONLY,
 )
-"""Keys only Nexus scenarios have: at the top, in ``[agent]``, in a turn."""
+"""Keys only Nexus scenarios have: at the top (by path), in a turn."""
 
 
 class PlatformDialect:
@@ -55,15 +50,7 @@ class PlatformDialect:
 
     def scenario_problems(self, doc: Mapping[str, object]) -> list[str]:
         """Keys of Nexus scenarios in a platform one."""
-        where = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
-        agent = found if isinstance(found := doc.get("agent"), dict) else {}
-        turns = found if isinstance(found := doc.get("turns"), list) else []
-        problems = [f"{key}: {where}" for key in NEXUS_ONLY_TOP if key in doc]
-        problems += [f"agent.{key}: {where}" for key in NEXUS_ONLY_AGENT if key in agent]
-        for t, turn in enumerate(turns):
-            if isinstance(turn, dict):
-                problems += [f"turns[{t}].{key}: {where}" for key in NEXUS_ONLY_TURN if key in turn]
-        return problems
+        return foreign_keys(doc, NEXUS_TOP, NEXUS_TURN, {})
 
     def load_scenario(
         self, doc: Mapping[str, object], source: str, directory: Path, **kw: Unpack[ScenarioOptions]
