@@ -1,8 +1,5 @@
-"""Chats in the store: the one place a chat is created, read, and switched off.
-
-A chat record is a ChatDTO's stored fields plus what belt needs to continue it (``sim_id``, the
-``turn_count`` and ``run_count`` of the platform, a ``dialect``); ``agent_data.disable_hooks`` is
-the per-chat switch of the platform API (``POST /chats/{id}/settings``).
+"""Chats in the store: the one place a chat is created, read, and switched off
+(``agent_data.disable_hooks``, the platform's ``POST /chats/{id}/settings``).
 """
 
 from __future__ import annotations
@@ -53,7 +50,6 @@ class Chat(TypedDict):
     created_at: NotRequired[str]
     updated_at: NotRequired[str]
     context: NotRequired[Any]
-    """The ChatDTO's ``context``, as the platform keeps it."""
     output: NotRequired[Any]
     review_count: NotRequired[int]
     last_review_order: NotRequired[int]
@@ -98,8 +94,7 @@ def create_chat(
 
 
 def read_chat(store: Store, chat_id: str, *, fresh: bool = False) -> Chat:
-    """One chat; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged. With ``fresh``
-    its file is read only when it was replaced since this store last read or wrote it."""
+    """One chat (exit 3 if missing, 5 if damaged); ``fresh``: read only a replaced file."""
     read = store.read_fresh if fresh else store.read
     return cast(Chat, read(CHAT, check_id(chat_id, what="chat id")))
 
@@ -112,8 +107,7 @@ def update_chat(store: Store, chat_id: str, **changes: Any) -> Chat:
 
 
 def release_chat(store: Store, chat_id: str, run_id: str | None) -> Chat:
-    """The chat is idle again once ``run_id`` ends, unless another run occupies it already (a
-    message appended while the run that ended was finishing); return the chat."""
+    """The chat is idle again once ``run_id`` ends, unless another run occupies it already."""
     stamp = now_iso()
 
     def apply(chat: Chat) -> Chat:
@@ -145,7 +139,7 @@ def _no_chat(chat_id: str) -> NotFound:
 
 
 def find_chat_id(store: Store, ref: str) -> str:
-    """The id of the chat ``ref`` names (``find_id``: its id, short id or a unique prefix)."""
+    """The id of the chat ``ref`` names (``find_id``)."""
     return find_id(store, CHAT, ref, what="chat", missing=_no_chat)
 
 
@@ -156,8 +150,7 @@ def disabled(chat: Chat | None) -> bool:
 
 
 def set_chat_settings(*, store: Store | None = None, chat_id: str, disable_hooks: bool) -> Chat:
-    """Store ``agent_data.disable_hooks`` on a chat; return the chat. NotFound (exit 3, a 404
-    from ``belt serve``) when there is none, as on the platform: a chat is never made here."""
+    """Store ``agent_data.disable_hooks`` on a chat; NotFound (exit 3) if there is none."""
     store = open_store(store)
     check_id(chat_id, what="chat id")
     stamp = now_iso()

@@ -1,6 +1,5 @@
-"""The Nexus configuration declaration in the store (PUT /agent_api/v1/profile/configuration),
-replaced whole and numbered by a revision, and the lifecycle hooks rho keeps in
-``rho/config.json`` (``rho extensions configure``), which a Nexus scenario without hooks gets.
+"""The Nexus configuration declaration in the store, replaced whole and numbered by a revision,
+and the lifecycle hooks rho keeps in ``rho/config.json`` (``rho extensions configure``).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
 PROFILE = "profile"
 PROFILE_ID = "configuration"
 PROFILE_PATH = "/agent_api/v1/profile/configuration"
-"""The route of the profile API that reads and replaces the whole declaration."""
 
 
 class Profile(TypedDict):
@@ -92,8 +90,7 @@ class StoredHooks:
 
 
 def stored_lifecycle_hooks() -> StoredHooks:
-    """The lifecycle hooks ``rho extensions configure`` stored, in wire form (``{}`` when none);
-    InvalidInput naming the file and the path for a stored object that breaks a rule."""
+    """The lifecycle hooks ``rho extensions configure`` stored, in wire form (``{}`` when none)."""
     path = rho_config_path()
     config = read_rho_config(path)
     if config.get("plugins") is None:

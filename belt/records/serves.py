@@ -1,7 +1,6 @@
 """The ``belt serve`` processes this user runs: ``serves/PID.json`` (0600) in the state
-directory, written once a serve listens and removed when it stops. A file whose process is gone,
-or whose port takes no connection, is stale: ``running`` passes it over, while ``recorded_at``
-still names it for the hint of a refused connection.
+directory, written once a serve listens and removed when it stops; a stale one (process gone, port
+closed) is passed over by ``running`` but still named by ``recorded_at``.
 """
 
 from __future__ import annotations
@@ -22,9 +21,7 @@ from belt.records.leases import is_alive
 from belt.store.shapes import derive, fits
 
 SERVES = "serves"
-"""The directory of the running-serve files, in the state directory."""
 DEFAULT_PORT = 8787
-"""The port ``belt serve`` listens on when not told."""
 CONNECT_TIMEOUT = 1.0
 """Seconds a serve's port has to take a connection before its file is taken as stale."""
 WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
@@ -40,7 +37,6 @@ class ServeFile(TypedDict):
     port: int
     pid: int
     started_at: str
-    """When it started listening (RFC 3339, UTC)."""
     workers: int
     signed: bool
     """True when hook requests must be signed (``--secret``)."""
@@ -57,7 +53,7 @@ class Serve:
 
     @property
     def pid(self) -> int:
-        """The process that started it (the one ``--workers`` share)."""
+        """The process that started it."""
         return self.record["pid"]
 
     @property
@@ -97,8 +93,7 @@ def serves_dir(*, create: bool = True) -> Path:
 
 
 def announce(record: ServeFile) -> Path:
-    """Write the running-serve file of ``record`` (0600); returns its path, for ``withdraw``.
-    A stale file of the same address (its serve is gone) is removed: this one replaces it."""
+    """Write the running-serve file of ``record`` (0600), replacing a stale one of its address."""
     path = serves_dir() / f"{record['pid']}.json"
     for old in recorded():
         if old.address == Serve(record, path).address and not is_alive(old.pid):
@@ -124,13 +119,11 @@ def recorded() -> list[Serve]:
     return found
 
 
-SERVE_FILE_MAX_BYTES = 4096
-"""The most of a running-serve file that is read: serve writes a few hundred bytes."""
+SERVE_FILE_MAX_BYTES = 4096  # serve writes a few hundred
 
 
 def _read(path: Path) -> ServeFile | None:
-    """The record of a running-serve file, or None for one that is not (too large, not JSON,
-    another shape, or a host, port or pid no ``belt serve`` has)."""
+    """The record of a running-serve file, or None for one that is not."""
     try:
         with path.open("rb") as file:
             raw = file.read(SERVE_FILE_MAX_BYTES + 1)
@@ -151,8 +144,7 @@ HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})")
 
 
 def _is_address(host: str) -> bool:
-    """Whether ``host`` is what ``belt serve --host`` listens on: an IP address or a host name
-    (letters, digits, dots and hyphens only, so nothing in it can act on a terminal or a URL)."""
+    """Whether ``host`` is an IP address or a host name (nothing in it acts on a terminal)."""
     try:
         ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -174,8 +166,7 @@ def running() -> list[Serve]:
 
 
 def recorded_at(address: str) -> Serve | None:
-    """The most recent serve of this user recorded at ``address`` (``HOST:PORT`` as a delivery's
-    error names it), running or not; loopback names count as one."""
+    """The most recent serve recorded at ``HOST:PORT``, running or not (loopback names are one)."""
     wanted = _address_key(address)
     found = (s for s in recorded() if wanted is not None and _address_key(s.address) == wanted)
     return next(found, None)
