@@ -120,44 +120,37 @@ def nexus_turn_problems(scenario: NexusScenario) -> list[str]:
     problems: list[str] = []
     replied = False
     for t, turn in enumerate(scenario.turns):
-        at = f"turns[{t}]"
         inputs = [k for k in ("user", "mail") if getattr(turn, k) is not None]
-        if turn.regenerate:
-            inputs.append("regenerate")
+        inputs += ["regenerate"] if turn.regenerate else []
         if turn.tool_only:
-            for key in ("mail", "regenerate"):
-                if key in inputs:
-                    problems.append(f"{at}.{key}: not allowed on a tool_only turn")
-            if not turn.tool_calls:
-                problems.append(f"{at}.tool_calls: a tool_only turn needs at least one tool call")
-            if turn.model:
-                problems.append(f"{at}.model: a tool_only turn makes no model request")
-            if turn.error is not None:
-                problems.append(f"{at}.error: a tool_only turn makes no model request to fail")
-            if turn.background:
-                problems.append(f"{at}.background: not allowed on a tool_only turn")
+            rules = [
+                (turn.mail is not None, ".mail: not allowed on a tool_only turn"),
+                (turn.regenerate, ".regenerate: not allowed on a tool_only turn"),
+                (not turn.tool_calls, ".tool_calls: a tool_only turn needs at least one tool call"),
+                (bool(turn.model), ".model: a tool_only turn makes no model request"),
+                (turn.error is not None, ".error: a tool_only turn makes no model request to fail"),
+                (turn.background, ".background: not allowed on a tool_only turn"),
+            ]
         else:
-            if not inputs:
-                problems.append(
-                    f"{at}: give one of user, mail, regenerate = true, or tool_only = true"
-                )
-            elif len(inputs) > 1:
-                problems.append(f"{at}: {' and '.join(inputs)} are exclusive; give one")
-            if turn.tool_calls:
-                problems.append(
-                    f"{at}.tool_calls: only on a tool_only turn; the model's tool calls go in "
-                    "[[turns.model]]"
-                )
-            if not turn.model and turn.error is None:
-                problems.append(f"{at}.model: at least one model round is needed (or an error)")
-        if turn.background and (turn.user is None or turn.standalone):
-            problems.append(f"{at}.background: a background branch takes user, not standalone")
-        if turn.standalone and (turn.mail is not None or turn.regenerate):
-            problems.append(f"{at}.standalone: takes user or tool_only, not mail or regenerate")
-        if turn.regenerate and not replied:
-            problems.append(f"{at}.regenerate: there is no earlier reply to regenerate")
+            model_calls = "the model's tool calls go in [[turns.model]]"
+            no_round = not turn.model and turn.error is None
+            rules = [
+                (not inputs, ": give one of user, mail, regenerate = true, or tool_only = true"),
+                (len(inputs) > 1, f": {' and '.join(inputs)} are exclusive; give one"),
+                (bool(turn.tool_calls), f".tool_calls: only on a tool_only turn; {model_calls}"),
+                (no_round, ".model: at least one model round is needed (or an error)"),
+            ]
+        background = turn.background and (turn.user is None or turn.standalone)
+        standalone = turn.standalone and (turn.mail is not None or turn.regenerate)
+        orphan = turn.regenerate and not replied
+        rules += [
+            (background, ".background: a background branch takes user, not standalone"),
+            (standalone, ".standalone: takes user or tool_only, not mail or regenerate"),
+            (orphan, ".regenerate: there is no earlier reply to regenerate"),
+        ]
+        problems += [f"turns[{t}]{rule}" for broken, rule in rules if broken]
         if turn.profile is not None:
-            problems += check_nexus_profile(turn.profile, f"{at}.profile")[0].problems
+            problems += check_nexus_profile(turn.profile, f"turns[{t}].profile")[0].problems
         replied = replied or turn.replies
     return problems
 
