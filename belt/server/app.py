@@ -311,9 +311,7 @@ class HookService:
                 response_body, response = await self._answer(body, record)
                 status = 200
         except Problem as problem:
-            response_body = problem.body()
-            response = problem.response()
-            status = problem.status
+            response_body, response, status = problem.body(), problem.response(), problem.status
             record["error"] = problem.detail
         except BaseException:
             self.deciding -= 1
@@ -534,8 +532,7 @@ class ServeApp(Starlette):
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             path = scope["path"]
             if path == "/hooks" or path.startswith("/hooks/"):
-                name = path[len("/hooks/") :] if path != "/hooks" else None
-                scope["path_params"] = {} if name is None else {"name": name}
+                scope["path_params"] = {"name": path[len("/hooks/") :]} if path != "/hooks" else {}
                 await self.hooks(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
@@ -647,8 +644,7 @@ def health_check(store: Store, pool: HandlerPool | None) -> Endpoint:
                 f"the handler pool is saturated ({pool.busy} of {pool.workers} "
                 "threads are running handler calls)"
             )
-        failure = await run_in_threadpool(store_failure)
-        if failure:
+        if failure := await run_in_threadpool(store_failure):
             problems.append(failure)
         if problems:
             return Problem(503, "; ".join(problems)).response()
@@ -684,14 +680,13 @@ class PlatformApi:
         self._report_api(action, done, 200, detail)
         return envelope(data)
 
-    async def list_interrupts(self, request: Request) -> Response:
+    async def list_interrupts(self, request: Request) -> list[InterruptJSON]:
         """GET /agent-runs/{run_id}/interrupts (``?status=pending`` keeps the pending ones)."""
         status = request.query_params.get("status")
-        run_id = request.path_params["run_id"]
-        items = await self._call(list_interrupts, run_id=run_id, include_settled=True)
-        if status:
-            items = [item for item in items if item.get("status") == status]
-        return envelope(items)
+        items = await self._call(
+            list_interrupts, run_id=request.path_params["run_id"], include_settled=True
+        )
+        return [item for item in items if not status or item.get("status") == status]
 
     async def resolve(self, request: Request, by_rule: bool = False) -> Response:
         """POST /interrupts/{id}/resolve with ``{"decision": "allow"|"deny", "data": ...}``
@@ -764,9 +759,7 @@ class PlatformApi:
         """Settle overdue gates with their default resolution."""
         settled: list[InterruptJSON] = await self._call(sweep)
         if settled and self.report is not None:
-            done = [
-                {"id": item.get("id"), "resolution": item.get("resolution")} for item in settled
-            ]
+            done = [{"id": i.get("id"), "resolution": i.get("resolution")} for i in settled]
             self.report({"kind": "sweep", "at": timestamp(utcnow()), "settled": done})
         return settled
 

@@ -323,15 +323,10 @@ class StopCutOff:
     async def _cut(self, scope: Scope, send: Send, body: bytes | None, started: float) -> None:
         """Say and journal that the request was not answered, and answer it 503."""
         path = str(scope.get("path", ""))
-        hook = scope.get("method") == "POST" and (
-            path == HOOK_ROUTE or path.startswith(HOOK_ROUTE + "/")
-        )
+        hook = scope.get("method") == "POST" and f"{path}/".startswith(f"{HOOK_ROUTE}/")
+        waiting = "while the handler was still deciding" if hook else "before its answer"
         if body is None:
             waiting = "while its body was still arriving"
-        elif hook:
-            waiting = "while the handler was still deciding"
-        else:
-            waiting = "before its answer"
         detail = f"not answered: the server stopped, and its {self.grace:g} s grace ended {waiting}"
         if hook:
             self._journal(scope, path, body, detail, started)
@@ -410,21 +405,16 @@ class QuietStop(logging.Filter):
         return not isinstance(exc, asyncio.CancelledError)
 
 
-def log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with ``QuietStop`` on its error logger."""
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config["filters"] = {"quiet_stop": {"()": f"{__name__}.QuietStop"}}
-    config["loggers"]["uvicorn.error"]["filters"] = ["quiet_stop"]
-    return config
-
-
 def uvicorn_config(app: Any, *, workers: int, grace: float = SHUTDOWN_GRACE) -> Any:
     """uvicorn's configuration of ``app`` (the factory, for workers), on GuardedConnection."""
+    log_config = copy.deepcopy(LOGGING_CONFIG)  # with QuietStop on its error logger
+    log_config["filters"] = {"quiet_stop": {"()": f"{__name__}.QuietStop"}}
+    log_config["loggers"]["uvicorn.error"]["filters"] = ["quiet_stop"]
     config = uvicorn.Config(
         f"{__name__}:create_served_app_from_env" if workers > 1 else app,
         factory=workers > 1,
         workers=workers,
-        log_config=log_config(),
+        log_config=log_config,
         log_level="warning",
         access_log=False,
         lifespan="on",
