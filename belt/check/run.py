@@ -25,15 +25,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as seeded
 from hypothesis.errors import Flaky
 
-from belt.check.generate import (
-    attack_payloads,
-    hypothesis_home,
-    nexus_inputs,
-    nexus_sample,
-    payloads,
-    spec_sample,
-    steered_payloads,
-)
+from belt.check import generate
 from belt.check.props import Property, read_props
 from belt.check.report import (
     CheckReport,
@@ -545,7 +537,7 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
 
 def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckResult) -> None:
     """Send the Standard Webhooks cases; a case handled the wrong way fails the check."""
-    payload = spec_sample(subject.event)
+    payload = generate.spec_sample(subject.event)
     wrong: list[str] = []
     first: Failure | None = None
     for case in signature_cases(secret, payload, int(time.time())):
@@ -678,7 +670,7 @@ def run_check(
         with (
             tracing.span("belt.check", {"belt.check.seed": chosen_seed}) as span,
             Supervisor(preload=partial(user_modules, subjects)) as workers,
-            hypothesis_home(state_dir() / "hypothesis"),
+            generate.hypothesis_home(state_dir() / "hypothesis"),
         ):
             for error in workers.failed_imports():  # a handler that cannot be imported: 3, 5
                 raise error
@@ -716,7 +708,7 @@ def _reachable(subjects: list[Subject], sender: Sender) -> None:
             continue
         tried.add(subject.target)
         msg_id = f"msg_{secrets.token_urlsafe(18)}"
-        answer = sender.deliver(subject, spec_sample(subject.event), msg_id)
+        answer = sender.deliver(subject, generate.spec_sample(subject.event), msg_id)
         error = answer.error or ""
         if answer.status is None and error.startswith(("cannot connect", "request to")):
             hint = "check that the handler is running and listening at that host and port"
@@ -763,10 +755,10 @@ def _check_platform(
     )
     reproduce = partial(trigger_command, subject.event, subject.target, secret=sender.secret)
     explorer.explore(
-        payloads(subject.event, beyond_spec=beyond_spec),
-        spec_sample(subject.event),
+        generate.payloads(subject.event, beyond_spec=beyond_spec),
+        generate.spec_sample(subject.event),
         platform_case(subject, sender, results),
-        attack_payloads(subject.event),
+        generate.attack_payloads(subject.event),
     )
     _finish(subject, explorer, results, reproduce)
     signature = results.get("signature")
@@ -788,10 +780,10 @@ def _check_platform(
         )
         steering = (prop.event, prop.tool, prop.arguments, prop.unless)
         steered.explore(
-            steered_payloads(*steering, beyond_spec=beyond_spec),
-            spec_sample(subject.event),
+            generate.steered_payloads(*steering, beyond_spec=beyond_spec),
+            generate.spec_sample(subject.event),
             property_case(subject, sender, prop, result),
-            attack_payloads(*steering),
+            generate.attack_payloads(*steering),
         )
         _finish(subject, steered, {"property": result}, reproduce)
         if result.cases == 0 and result.failure is None:
@@ -807,8 +799,8 @@ def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer) -> None:
     assert executor is not None
     results = results_of(subject, "answers", "result", "deterministic", "redelivery")
     explorer.explore(
-        nexus_inputs(subject.event),
-        nexus_sample(subject.event),
+        generate.nexus_inputs(subject.event),
+        generate.nexus_sample(subject.event),
         nexus_case(subject, results, sender),
     )
     _finish(subject, explorer, results, partial(executor_command, executor.kind, executor.spec))

@@ -34,16 +34,8 @@ from belt.errors import BeltError, ExitCode, InvalidInput, NotFound
 from belt.handlers.inprocess import load_handler, locate_handler
 from belt.outgoing import tracing
 from belt.store import MemoryStore, Store
+from belt.testing import expect
 from belt.testing.coverage import never_fired, scenario_coverage
-from belt.testing.expect import (
-    Expectation,
-    HookFailure,
-    Outcome,
-    evaluate,
-    expectations_of,
-    read_tested,
-    unnamed_failures,
-)
 from belt.testing.snapshot import DIRECTORY as SNAPSHOTS
 from belt.testing.snapshot import Comparison, compare_result
 from belt.testing.workers import run_all, shard_of
@@ -66,12 +58,12 @@ class ScenarioResult:
     name: str
     status: str
     seconds: float = 0.0
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[expect.Outcome] = field(default_factory=list)
     error: str | None = None
     problems: list[str] = field(default_factory=list)
     invalid: bool = False
     report: SimReport | None = None
-    hook_failures: list[HookFailure] = field(default_factory=list)  # that no expectation names
+    hook_failures: list[expect.HookFailure] = field(default_factory=list)  # unnamed
     coverage: list[dict[str, object]] = field(default_factory=list)  # belt.testing.coverage's
     unfired: list[dict[str, object]] = field(default_factory=list)  # --fail-under-hooks
     kept: str | None = None  # --keep DIR: the state directory that holds its records
@@ -79,11 +71,11 @@ class ScenarioResult:
     warnings: list[str] = field(default_factory=list)  # a path found from the current directory
 
     @property
-    def failures(self) -> list[Outcome]:
+    def failures(self) -> list[expect.Outcome]:
         """The expectations that did not hold."""
         return [outcome for outcome in self.outcomes if not outcome.passed]
 
-    def excerpt(self, outcome: Outcome) -> list[dict[str, object]]:
+    def excerpt(self, outcome: expect.Outcome) -> list[dict[str, object]]:
         """The transcript around what a failed expectation is about (else the end of it)."""
         if self.report is None:
             return []
@@ -334,7 +326,7 @@ def run_one(
                     raise BeltError(f"{name}: the file name is not UTF-8; {rename}")
                 if isinstance(document, InvalidInput):
                     raise document
-                loaded, expectations = read_tested(document, name, path.parent)
+                loaded, expectations = expect.read_tested(document, name, path.parent)
             except BeltError as exc:
                 invalid = isinstance(exc, InvalidInput)  # a file that is not a valid scenario
                 problems = list(exc.problems) if invalid else []
@@ -370,7 +362,7 @@ def run_loaded(
     *,
     routes: list[str],
     started: float | None = None,
-    expectations: list[Expectation] | None = None,
+    expectations: list[expect.Expectation] | None = None,
     allow_network: bool = False,
     keep: Path | None = None,
 ) -> ScenarioResult:
@@ -388,7 +380,7 @@ def run_loaded(
 
     try:
         if expectations is None:
-            expectations = expectations_of(loaded)
+            expectations = expect.expectations_of(loaded)
     except BeltError as exc:
         return ended("error", error="; ".join([exc.message, *exc.problems]))
     with scenario_store(home) as store:
@@ -415,10 +407,10 @@ def run_loaded(
         except BeltError as exc:
             detail = "; ".join([exc.message, *exc.problems])
             return ended("error", error=detail, coverage=scenario_coverage(name, loaded, None))
-    outcomes = evaluate(expectations, report)
-    unnamed: list[HookFailure] = []
+    outcomes = expect.evaluate(expectations, report)
+    unnamed: list[expect.HookFailure] = []
     if getattr(loaded.scenario, "hook_errors", "fail") != "allow":
-        unnamed = unnamed_failures(expectations, report)
+        unnamed = expect.unnamed_failures(expectations, report)
     return ended(
         "pass" if all(outcome.passed for outcome in outcomes) and not unnamed else "fail",
         outcomes=outcomes,
