@@ -75,20 +75,14 @@ class EntryVersion(TypedDict):
     origin: EntryOrigin
 
 
-class RegistryEntry(TypedDict):
+class RegistryEntry(EntryVersion):
     """One entry (kind ``registry-entry``): its latest version's fields and every version."""
 
     id: str
     owner: str
     name: str
-    kind: str
-    text: str
-    tags: list[str]
     versions: list[EntryVersion]
-    origin: EntryOrigin
-    created_at: str
     updated_at: str
-    version: int
     removed_at: NotRequired[str | None]
 
 
