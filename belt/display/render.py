@@ -246,16 +246,14 @@ def task_line(record: Mapping[str, object]) -> tuple[str, str]:
         return (f"{wait} task {record['task_key']} {run}", "yellow")
     if kind == "skip":
         return (f"{head}  skipped: {record['detail']}", "dim")
-    outcome = str(record["outcome"])
-    text = outcome
+    text = outcome = str(record["outcome"])
     if outcome == "continue" and record.get("feedback"):
         text += f' "{short(str(record["feedback"]), 60)}"'
     elif record.get("code"):
         text += f" {record['code']}: {record['detail']}"
     if retried(record.get("attempt")):
         text += f" (attempt {record['attempt']})"
-    duration = f"{record.get('duration_ms') or 0} ms"
-    return (f"{head}  {text}  {duration}", TASK_STYLES.get(outcome, ""))
+    return (f"{head}  {text}  {record.get('duration_ms') or 0} ms", TASK_STYLES.get(outcome, ""))
 
 
 # -- interrupts ------------------------------------------------------------------------------
@@ -350,11 +348,9 @@ WATCH_STYLES |= {"expired": "magenta", "cancelled": "dim"}
 
 def watch_line(event: WatchEvent, now: datetime, *, short_ids: bool) -> tuple[str, str]:
     """One line of ``belt interrupt watch``: when, what happened, which gate, what it holds."""
-    item = event["interrupt"]
-    kind = str(event["event"])
+    item, kind = event["interrupt"], str(event["event"])
     name = str(item.get("short_id") if short_ids else item.get("id"))
-    what = f"{gate_event(item)} {gate_holds(item)}"
-    where = f"run {item.get('run_id')}"
+    what, where = f"{gate_event(item)} {gate_holds(item)}", f"run {item.get('run_id')}"
     if kind in ("pending", "opened"):
         opened = f"{clock(item.get('created_at'))}  {kind:<9} {name}  {what}  {where}"
         return (f"{opened}  {deadline(item, now, event.get('on_expiry'))}", WATCH_STYLES[kind])
@@ -393,9 +389,9 @@ def review_lines(
             lines += [(f"    {text}", style) for text, style in message_lines(message)]
     payload = json.dumps(meta, indent=2, ensure_ascii=False).splitlines()
     lines += [("  payload", "bold"), *((f"    {line}", "dim") for line in payload[:payload_lines])]
-    if len(payload) > payload_lines:
-        more = f"{len(payload) - payload_lines} more lines"
-        lines.append((f"    … {more} (belt interrupt show {item.get('short_id')} --json)", "dim"))
+    if (more := len(payload) - payload_lines) > 0:
+        show = f"belt interrupt show {item.get('short_id')} --json"
+        lines.append((f"    … {more} more lines ({show})", "dim"))
     return lines
 
 

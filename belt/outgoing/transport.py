@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -166,12 +167,10 @@ class Transport(httpx.BaseTransport):
 
     def pool(self, tls: bool, proxy: str | None) -> Pool:
         """The pool for ``https`` (``tls``) or ``http`` URLs, through ``proxy`` or none."""
-        pool = self.pools.get((tls, proxy))
-        if pool is None:
-            with self.lock:
-                pool = self.pools.get((tls, proxy)) or self._made(tls, proxy)
-                self.pools[tls, proxy] = pool
-        return pool
+        with self.lock:
+            if (tls, proxy) not in self.pools:
+                self.pools[tls, proxy] = self._made(tls, proxy)
+            return self.pools[tls, proxy]
 
     def _made(self, tls: bool, proxy: str | None) -> Pool:
         common: dict[str, Any] = {
@@ -239,14 +238,14 @@ def proxy_for(scheme: str, host: str) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"
 
 
+@dataclass
 class _Process:
     """A process's transport, TLS context and lent transport; a forked child starts with none."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.transport: Transport | None = None
-        self.tls: ssl.SSLContext | None = None
-        self.lent: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    transport: Transport | None = None
+    tls: ssl.SSLContext | None = None
+    lent: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None
 
 
 _MINE = _Process()
@@ -268,8 +267,7 @@ def tls_context() -> ssl.SSLContext:
     """The process's TLS context (certificates checked as httpx checks them)."""
     mine = _MINE
     with mine.lock:
-        if mine.tls is None:
-            mine.tls = httpx.create_ssl_context()
+        mine.tls = mine.tls or httpx.create_ssl_context()
         return mine.tls
 
 
@@ -288,11 +286,9 @@ def _transport() -> httpx.BaseTransport:
     mine = _MINE
     if isinstance(mine.lent, httpx.BaseTransport):
         return mine.lent
-    if mine.transport is None:
-        with mine.lock:
-            if mine.transport is None:
-                mine.transport = Transport()
-    return mine.transport
+    with mine.lock:
+        mine.transport = mine.transport or Transport()
+        return mine.transport
 
 
 def close() -> None:

@@ -37,13 +37,14 @@ from belt.records.runs import find_run_id
 from belt.store import Store
 from belt.store.clock import parse_timestamp
 from belt.wire.dto import InterruptJSON, WatchEvent
-from belt.wire.enums import HookEvent, InterruptReason, InterruptStatus
+from belt.wire.enums import HookEvent, InterruptReason, InterruptStatus, NexusEvent
 
 DECISIONS = ("allow", "deny", "ask")
 RULE_KEYS = tuple("name decision reason event tool arguments run_id chat_id agent hours".split())
 GLOB_KEYS = ("tool", "run_id", "chat_id", "agent")
 # What rules settle (a client tool waits for its result, not for a decision).
 APPROVABLE = (InterruptReason.HOOK_GATE.value, InterruptReason.TOOL_APPROVAL.value)
+GATE_EVENTS = tuple(e.value for e in HookEvent) + tuple(e.value for e in NexusEvent)
 HOURS = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)")
 
 
@@ -245,10 +246,10 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
         problems.error(
             f"{path}.reason", f"expected a reason (a non-empty string), got {describe(reason)}"
         )
-    if (event := raw.get("event")) is not None and event not in _events():
+    if (event := raw.get("event")) is not None and event not in GATE_EVENTS:
         problems.error(
             f"{path}.event",
-            f"{describe(event)} is not an event a gate opens on{did_you_mean(event, _events())}",
+            f"{describe(event)} is not an event a gate opens on{did_you_mean(event, GATE_EVENTS)}",
         )
     globs = [(key, found) for key in GLOB_KEYS if (found := glob_field(raw, key, path, problems))]
     arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", problems)
@@ -256,13 +257,6 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
     if len(problems.found) > before or not isinstance(name, str) or not name.strip():
         return None
     return Rule(str(name), str(decision), str(reason), event, tuple(globs), arguments, hours)
-
-
-def _events() -> tuple[str, ...]:
-    """The events a gate can be opened on: the platform's hook events and Nexus's boundaries."""
-    from belt.wire.nexus import NexusEvent  # noqa: PLC0415 - it loads pydantic, when named
-
-    return tuple(e.value for e in HookEvent) + tuple(e.value for e in NexusEvent)
 
 
 def _hours(value: Any, path: str, problems: _Problems) -> tuple[int, int] | None:

@@ -29,6 +29,8 @@ class HookEvent(StrEnum):
     POST_COMPACT = "agent.post_compact"
 
 
+# The four execution boundaries a Nexus hook can run at.
+NexusEvent = StrEnum("NexusEvent", "TURN_START PRE_COMPACT POST_COMPACT STOP")
 HookHandlerType = StrEnum("HookHandlerType", "WEBHOOK TASK GATE BUILTIN")
 HookDecision = StrEnum("HookDecision", "ALLOW DENY STOP SUSPEND")
 InterruptStatus = StrEnum("InterruptStatus", "PENDING RESOLVED EXPIRED CANCELLED")

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from pydantic import Field
 
+from belt.wire.enums import NexusEvent as NexusEvent  # re-exported
 from belt.wire.platform import Strict
 
 TIMEOUT_MS_MAX = 300_000
 MAX_CONTINUATIONS_MAX = 20
 FEEDBACK_MAX_BYTES = 16 * 1024
-
-
-# The four execution boundaries a Nexus hook can run at, valued as named in lower case.
-NexusEvent = StrEnum("NexusEvent", "TURN_START PRE_COMPACT POST_COMPACT STOP")
 
 
 class NexusHook(Strict):
