@@ -10,14 +10,14 @@ import json
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Required, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from belt import dialects
 from belt.display.text import short
 
 if TYPE_CHECKING:
     from belt.deliveries.replay import ReplayOutline, RowJSON, SavedTests
-    from belt.dialects.simreport import Delivery, HookSummary, ReportRun, SimReport
+    from belt.dialects.simreport import Delivery, ReportRun, SimReport
     from belt.records.messages import Message
     from belt.wire.dto import InterruptJSON, WatchEvent
 
@@ -421,62 +421,11 @@ def merged_excerpt_lines(dialect: str, excerpts: Sequence[Sequence[Mapping[str, 
     return lines + excerpt_lines(dialect, part)
 
 
-class Failed(TypedDict):
-    """A failed expectation as ``belt test --json`` prints it, with its transcript excerpt."""
-
-    expect: str
-    expectation: dict[str, object]
-    text: str
-    found: object
-    excerpt: list[Message]
-
-
-class Snapshot(TypedDict):
-    """How a record compared with its snapshot (``belt.testing.snapshot.Comparison``)."""
-
-    path: str
-    status: str
-    changes: list[str]
-    diff: list[str]
-
-
-class ScenarioJSON(TypedDict, total=False):
-    """A scenario's result as ``belt test --json`` prints it (``ScenarioResult.to_json``)."""
-
-    scenario: Required[str]
-    status: Required[str]
-    seconds: float
-    expectations: int
-    failures: list[Failed]
-    error: str | None
-    problems: list[str]
-    invalid: bool
-    hooks: HookSummary | None
-    hook_failures: list[dict[str, object]]
-    unfired_hooks: list[dict[str, object]]
-    snapshot: Snapshot
-
-
-class Covered(TypedDict, total=False):
-    """One declared hook's line of ``belt test --coverage`` (``belt.testing.coverage``)."""
-
-    scenario: str
-    where: str
-    event: str
-    handler: str
-    fired: int
-    outcomes: dict[str, int]
-    tools: dict[str, int]
-    latency_ms: dict[str, float] | None  # max, p95
-    injected_tokens: int | None
-
-
 STATUS_STYLES = {"pass": "green", "fail": "bold red", "error": "bold red"}
 
 
-def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
-    """A scenario's line in ``belt test`` (a ``ScenarioJSON``): its status, name and time."""
-    result = cast(ScenarioJSON, given)
+def test_result_line(result: Mapping[str, Any]) -> tuple[str, str]:
+    """A scenario's line in ``belt test`` (``ScenarioResult.to_json``): status, name and time."""
     status = result["status"]
     line = f"{status.upper():<5}  {result['scenario']}  ({result['seconds']:.2f} s)"
     if status == "fail":
@@ -502,9 +451,8 @@ def test_result_line(given: Mapping[str, object]) -> tuple[str, str]:
     return line, STATUS_STYLES.get(status, "")
 
 
-def test_failure_lines(given: Mapping[str, object], dialect: str) -> Lines:
-    """What went wrong in one scenario (a ``ScenarioJSON``): failures and one excerpt, or error."""
-    result = cast(ScenarioJSON, given)
+def test_failure_lines(result: Mapping[str, Any], dialect: str) -> Lines:
+    """What went wrong in one scenario (``to_json``): failures and one excerpt, or its error."""
     lines: Lines = [("", ""), (f"── {result['scenario']}", "bold")]
     if result["status"] == "error":
         lines.append((f"error: {result['error']}", "red"))
@@ -543,9 +491,8 @@ def snapshot_update_command(scenario: str) -> str:
     return f"belt test {shlex.quote(scenario)} --snapshot-update"
 
 
-def snapshot_lines(given: Mapping[str, object], *, update: str) -> Lines:
+def snapshot_lines(comparison: Mapping[str, Any], *, update: str) -> Lines:
     """How a record differs from its snapshot; ``update`` is the command that writes it."""
-    comparison = cast(Snapshot, given)
     if comparison["status"] == "missing":
         return [
             (f"no snapshot at {comparison['path']}", "red"),
@@ -573,7 +520,7 @@ COVERAGE_COLUMNS = tuple(
 )
 
 
-def coverage_rows(given: Sequence[Mapping[str, object]]) -> list[list[str]]:
+def coverage_rows(given: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """``belt test --coverage``: one row per declared hook, its outcomes, tools and latency."""
     return [
         [
@@ -587,14 +534,13 @@ def coverage_rows(given: Sequence[Mapping[str, object]]) -> list[list[str]]:
             f"max {latency['max']:.1f} ms, p95 {latency['p95']:.1f} ms" if latency else "-",
             "-" if entry.get("injected_tokens") is None else str(entry["injected_tokens"]),
         ]
-        for entry in cast("list[Covered]", given)
+        for entry in given
         for latency in [entry.get("latency_ms")]
     ]
 
 
-def coverage_tail(given: Sequence[Mapping[str, object]]) -> Lines:
+def coverage_tail(entries: Sequence[Mapping[str, Any]]) -> Lines:
     """The lines after the coverage table: the hooks that never fired, or that all did."""
-    entries = cast("list[Covered]", given)
     unfired = [entry for entry in entries if not entry["fired"]]
     if not unfired:
         return [(f"every one of {len(entries)} declared hook(s) fired", "green")]
@@ -605,10 +551,9 @@ def coverage_tail(given: Sequence[Mapping[str, object]]) -> Lines:
 
 
 def test_summary_line(
-    given: Sequence[Mapping[str, object]], seconds: float, stopped: bool
+    results: Sequence[Mapping[str, Any]], seconds: float, stopped: bool
 ) -> tuple[str, str]:
     """The last line of ``belt test``: how many passed, failed and errored, and how long."""
-    results = cast("list[ScenarioJSON]", given)
     counts = {status: sum(1 for r in results if r["status"] == status) for status in STATUS_STYLES}
     # An invalid file is an error of its own kind: each file is counted once.
     invalid = sum(1 for r in results if r["status"] == "error" and r.get("invalid"))
