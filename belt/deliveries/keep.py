@@ -104,7 +104,6 @@ def scenario_document(
 
 
 def _exactly(text: str) -> str:
-    """A pattern that matches ``text`` and nothing else."""
     return "re:^" + re.escape(text) + "$"
 
 

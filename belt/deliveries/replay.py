@@ -613,7 +613,6 @@ def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None
 
 
 def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -> None:
-    """Write one replayed delivery to the replay's own journal."""
     line: ReplayLine = {
         "kind": "replay",
         "replay_id": replay_id,

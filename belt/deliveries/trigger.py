@@ -283,7 +283,6 @@ def trigger(
 
 
 def _in_process(spec: str, payload: dict[str, object], *, timeout: float) -> WebhookResult:
-    """Call the ``py:`` handler ``spec`` with ``payload`` within ``timeout`` seconds."""
     func = load_handler(spec, where="--to")
     caller = InProcess()
     try:

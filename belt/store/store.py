@@ -177,7 +177,6 @@ def _parse_json(path: Path, raw: bytes, where: str = "it ") -> Any:
 
 
 def _lines(records: Sequence[Mapping[str, object]]) -> bytes:
-    """``records`` as the lines of a log or an index, each ending in a newline."""
     return b"\n".join([to_json(record) for record in records]) + b"\n"
 
 
@@ -729,7 +728,6 @@ class Store:
             self._keep_appended(path, stamp, self._open_appending(path, stamp))
 
     def _keep_appended(self, path: Path, stamp: object, handle: int | None) -> None:
-        """Keep ``path``'s stamp after this store's append, and ``handle`` open on it."""
         if len(self._appended) >= FRESH_KEPT:
             _close_all(self._appended)
         self._appended[path] = (stamp, handle)
@@ -772,7 +770,6 @@ class Store:
         atomic_write(path, blob, fsync=self.fsync, exclusive=exclusive)
 
     def _put_pinned(self, path: Path, blob: bytes) -> int | None:
-        """``_put_file``, returning a descriptor open on the new file (None: none is held)."""
         return atomic_write(path, blob, fsync=self.fsync, keep_open=True)
 
     def _is_file(self, path: Path) -> bool:

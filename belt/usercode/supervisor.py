@@ -320,7 +320,6 @@ class Supervisor:
         return True, lost(self.items[index], f"its worker process raised {_last_line(value[1])}")
 
     def _hand(self, worker: _Worker, pending: deque[int]) -> None:
-        """Hand ``worker`` its next handful, if any is left."""
         if not pending or self.step is None:
             return
         size = max(1, min(self.handful(len(pending)), len(pending)))
@@ -790,7 +789,6 @@ def _write(fd: int, data: bytes) -> None:
 
 
 def _read(fd: int, size: int) -> bytes | None:
-    """``size`` bytes from ``fd``, or None at its end."""
     chunks = []
     while size:
         chunk = os.read(fd, min(size, 1 << 20))
