@@ -36,8 +36,7 @@ def rho_main() -> "NoReturn":
 
 
 def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoReturn":
-    """Run the Typer app ``load`` returns as the program ``prog_name`` and exit with its code;
-    Ctrl-C is one line and exit 130 at any moment, while importing and parsing too."""
+    """Run the Typer app ``load`` returns as ``prog_name``; Ctrl-C is exit 130 at any moment."""
     sys.unraisablehook = _unraisable
     try:
         load()(prog_name=prog_name)
@@ -66,8 +65,7 @@ a finalizer): Python would print "Exception ignored" and go on as if nothing was
 
 
 def _unraisable(unraisable: "Any") -> None:
-    """``sys.unraisablehook``: a Ctrl-C Python could not raise is kept, to end the command as any
-    Ctrl-C does, and sent again; anything else is printed as Python prints it."""
+    """``sys.unraisablehook``: a Ctrl-C Python could not raise is kept and sent again."""
     if issubclass(unraisable.exc_type, KeyboardInterrupt):
         _swallowed.append(True)
         _press_again()
@@ -76,8 +74,7 @@ def _unraisable(unraisable: "Any") -> None:
 
 
 def _press_again() -> None:
-    """Send a swallowed Ctrl-C again from another thread, so the main thread takes it and a command
-    that would go on (``belt serve`` starting) stops; swallowed again, it is sent again."""
+    """Send a swallowed Ctrl-C again from another thread, for the main thread to take it."""
     import signal
     import threading
 
@@ -105,8 +102,7 @@ _said: "list[bool]" = []
 
 
 def exit_on_ctrl_c() -> None:
-    """From now on a Ctrl-C ends the process at once, exit 130 and one line (not a traceback from
-    Python's threads or exit functions); one the process was started ignoring stays ignored."""
+    """From now on a Ctrl-C ends the process at once, exit 130 and one line (unless ignored)."""
     import signal
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
@@ -118,8 +114,7 @@ def _exit_now(signum: int, frame: object) -> None:
 
 
 def leave(code: int, last: bytes = b"") -> "NoReturn":
-    """End the process now with ``code``, its output written (then ``last`` on stderr), without
-    waiting for its threads: the command is over, nothing of it is left to clean up."""
+    """End the process now with ``code``, its output written, without waiting for its threads."""
     for stream in (sys.stdout, sys.stderr):
         with suppress(OSError, ValueError):  # a closed pipe, a closed stream: nothing to add
             stream.flush()

@@ -17,6 +17,7 @@ from belt.cli.options import (
     OtlpOption,
     TraceFileOption,
     moment_option,
+    option,
     start_tracing,
 )
 from belt.display import output
@@ -31,26 +32,22 @@ if TYPE_CHECKING:
 
 RulesOption = Annotated[
     Path,
-    typer.Option(
+    option(
+        "The approval rules (TOML; see docs/interrupts.md, Approving at volume).",
         "--rules",
         metavar="FILE",
-        help="The approval rules (TOML; see docs/interrupts.md, Approving at volume).",
     ),
 ]
 RunsOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--run", metavar="RUN_ID", help="Only this run's gates (repeatable); needed with --api."
-    ),
+    option("Only this run's gates (repeatable); needed with --api.", "--run", metavar="RUN_ID"),
 ]
 
 
 def auto(
     rules: RulesOption,
     runs: RunsOption = None,
-    once: Annotated[
-        bool, typer.Option("--once", help="Settle the gates pending now, then stop.")
-    ] = False,
+    once: Annotated[bool, option("Settle the gates pending now, then stop.", "--once")] = False,
     interval: IntervalOption = 0.2,
     json_: JsonLinesFlag = False,
     api: ApiOption = None,
@@ -126,19 +123,13 @@ def _runs_needed(command: str, hint: str | None = None) -> UsageError:
 
 
 def _resolver(backend: Backend, door: str | None) -> Resolve:
-    """How auto resolves, each a belt.settlement span: in the store with the rule's settlement,
-    or through the API (``belt serve`` records the rule's; another API, a resolve)."""
+    """How auto resolves, each in a belt.settlement span: in the store, or through the API."""
     from belt.rules.approvals import store_resolver  # start-up: the rules engine
-
-    local = store_resolver(backend.store) if isinstance(backend, LocalBackend) else None
 
     def settle(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
         with tracing.settlement(by["how"], door):
-            if local is not None:
-                return local(interrupt_id, decision, data, by)
-            from belt.backends.remote import Platform  # start-up: httpx
-
-            assert isinstance(backend, Platform)  # open_backend gives the store or a Platform
+            if isinstance(backend, LocalBackend):
+                return store_resolver(backend.store)(interrupt_id, decision, data, by)
             return backend.resolve_interrupt(
                 interrupt_id=interrupt_id, decision=decision, data=data, by=by
             )
@@ -162,12 +153,11 @@ def _line(outcome: Outcome, *, short_ids: bool) -> tuple[str, str]:
 def what_if(
     rules: RulesOption,
     since: Annotated[
-        str | None,
-        typer.Option(metavar="RFC3339", help="Only gates settled at or after this time."),
+        str | None, option("Only gates settled at or after this time.", metavar="RFC3339")
     ] = None,
     runs: RunsOption = None,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when a rule would allow what a person denied.")
+        bool, option("Exit 1 when a rule would allow what a person denied.", "--strict")
     ] = False,
     json_: JsonFlag = False,
     api: ApiOption = None,

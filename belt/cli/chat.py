@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from belt.backends.backend import open_backend
-from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag
+from belt.cli.options import ApiKeyOption, ApiOption, JsonFlag, argument, option
 from belt.display import output
 from belt.errors import UsageError
 
@@ -18,16 +18,16 @@ app = typer.Typer(help="Chat settings.", no_args_is_help=True)
 def settings(
     chat_id: Annotated[
         str,
-        typer.Argument(
+        argument(
+            "The chat to change: its id, short id or a unique prefix (whole ids with --api).",
             metavar="CHAT_ID",
-            help="The chat to change: its id, short id or a unique prefix (whole ids with --api).",
         ),
     ],
     hooks_off: Annotated[
         bool | None,
-        typer.Option(
+        option(
+            "Switch every hook of the chat's agent off, or back on.",
             "--disable-hooks/--enable-hooks",
-            help="Switch every hook of the chat's agent off, or back on.",
         ),
     ] = None,
     json_: JsonFlag = False,

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import OtlpOption, Routes, TraceFileOption, finite, passed_on, start_tracing
+from belt.cli.options import (
+    OtlpOption,
+    Routes,
+    TraceFileOption,
+    argument,
+    finite,
+    option,
+    passed_on,
+    start_tracing,
+)
 from belt.display import output
 from belt.display.text import printable
 from belt.errors import InvalidInput
@@ -24,75 +33,69 @@ def check(
     ctx: typer.Context,
     target: Annotated[
         str | None,
-        typer.Argument(
+        argument(
+            "A webhook URL, py:MODULE:FUNC, or a hooks file (each webhook hook is checked).",
             metavar="TARGET",
-            help="A webhook URL, py:MODULE:FUNC, or a hooks file (each webhook hook is checked).",
         ),
     ] = None,
     event: Annotated[
-        list[str] | None, typer.Option(metavar="E", help="Check only this event (repeatable).")
+        list[str] | None, option("Check only this event (repeatable).", metavar="E")
     ] = None,
     executor: Annotated[
         list[str] | None,
-        typer.Option(
-            metavar="NAME=TARGET",
-            help="Check a Nexus executor tool (cmd:COMMAND, py:MODULE:FUNC or a URL, as "
+        option(
+            "Check a Nexus executor tool (cmd:COMMAND, py:MODULE:FUNC or a URL, as "
             "belt executor run --tool takes it); a Nexus hooks file names its tools. Repeatable.",
+            metavar="NAME=TARGET",
         ),
     ] = None,
     props: Annotated[
         Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="A TOML check file: each property table names the decision every matching "
+        option(
+            "A TOML check file: each property table names the decision every matching "
             "payload must get (docs/check.md).",
+            metavar="FILE",
         ),
     ] = None,
     secret: Annotated[
         str | None,
-        typer.Option(
-            help="whsec_... secret: sign every case, and check the Standard Webhooks cases."
-        ),
+        option("whsec_... secret: sign every case, and check the Standard Webhooks cases."),
     ] = None,
     route: Routes = None,
     timeout: Annotated[
         float | None,
-        typer.Option(
+        option(
+            "Seconds a handler has to answer (default: the hook's timeout, else 30).",
             metavar="S",
-            help="Seconds a handler has to answer (default: the hook's timeout, else 30).",
             callback=finite,
         ),
     ] = None,
     allow_network: Annotated[
         bool,
-        typer.Option(
-            "--allow-network", help="Let belt check send to a target that is not on this machine."
-        ),
+        option("Let belt check send to a target that is not on this machine.", "--allow-network"),
     ] = False,
-    examples: Annotated[int, typer.Option(metavar="N", help="Generated payloads per event.")] = 100,
+    examples: Annotated[int, option("Generated payloads per event.", metavar="N")] = 100,
     seed: Annotated[
-        int | None,
-        typer.Option(metavar="S", help="Seed of the generation (default: a new one, printed)."),
+        int | None, option("Seed of the generation (default: a new one, printed).", metavar="S")
     ] = None,
     max_time: Annotated[
         float | None,
-        typer.Option(metavar="S", help="Stop sending new cases after S seconds.", callback=finite),
+        option("Stop sending new cases after S seconds.", metavar="S", callback=finite),
     ] = None,
     save: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Write each failure as a belt test scenario in DIR."),
+        Path | None, option("Write each failure as a belt test scenario in DIR.", metavar="DIR")
     ] = None,
     beyond_spec: Annotated[
         bool,
-        typer.Option(
-            "--beyond-spec",
-            help="Also send values the platform never sends (an empty or any-text tool name, "
+        option(
+            "Also send values the platform never sends (an empty or any-text tool name, "
             "an agent.tool_result status other than completed); off: only what the spec allows.",
+            "--beyond-spec",
         ),
     ] = False,
-    json_: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    json_: Annotated[bool, option("Print the report as JSON.", "--json")] = False,
     junit_xml: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE.")
+        Path | None, option("Also write a JUnit XML report to FILE.", metavar="FILE")
     ] = None,
     otlp: OtlpOption = None,
     trace: TraceFileOption = None,

@@ -7,11 +7,13 @@ from typing import Annotated
 
 import typer
 
+from belt.cli.options import argument
+
 Shell = StrEnum("Shell", "bash zsh fish")  # the shells belt can complete in
 
 
 def completion(
-    ctx: typer.Context, shell: Annotated[Shell, typer.Argument(help="Shell to complete in.")]
+    ctx: typer.Context, shell: Annotated[Shell, argument("Shell to complete in.")]
 ) -> None:
     """Print the completion script for a shell.
 

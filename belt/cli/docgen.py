@@ -83,8 +83,7 @@ def walk(command: Any, name: str, parent: Any = None) -> Iterator[tuple[str, Any
 
 
 def plain_help(command: Any, ctx: Any) -> str:
-    """The help a command prints, without rich panels or colour (examples, lists and tables
-    keep their lines, as rich help keeps them)."""
+    """The help a command prints, without rich panels or colour."""
     command.rich_markup_mode = None
     help_text, epilog = command.help, command.epilog
     command.help = keep_lines(help_text) if help_text else help_text

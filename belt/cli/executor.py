@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from belt.cli.options import option
 from belt.display import output
 from belt.display.render import task_line
 
@@ -19,14 +20,10 @@ app = typer.Typer(help="Serve Nexus hook tasks from the executor inbox.", no_arg
 def run(
     tool: Annotated[
         list[str],
-        typer.Option(
-            help="NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL.",
-        ),
+        option("NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL."),
     ],
-    once: Annotated[
-        bool, typer.Option("--once", help="Serve the tasks waiting now, then exit.")
-    ] = False,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object per task.")] = False,
+    once: Annotated[bool, option("Serve the tasks waiting now, then exit.", "--once")] = False,
+    json_: Annotated[bool, option("Print one JSON object per task.", "--json")] = False,
 ) -> None:
     """Claim hook tasks for the named tools, run them, and complete the tasks.
 

@@ -38,8 +38,8 @@ def _reflow_paragraph(paragraph: str) -> str:
 
 
 def keep_lines(text: str) -> str:
-    """``text`` marked for click's plain formatter: indented paragraphs and lists keep their
-    lines (rich help keeps them without the mark, and would print it as a blank line)."""
+    """``text`` marked so that click's plain formatter keeps the lines of indented paragraphs and
+    lists (rich help keeps them unmarked, and would print the mark as a blank line)."""
 
     def kept(paragraph: str) -> bool:
         first = paragraph.lstrip("\n")

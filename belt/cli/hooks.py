@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag
+from belt.cli.options import JsonFlag, argument, option
 from belt.display import output
 from belt.errors import ExitCode, UsageError
 from belt.wire.enums import Dialect, InterruptResolution
@@ -20,9 +20,7 @@ app = typer.Typer(help="Declare and check lifecycle hooks.", no_args_is_help=Tru
 
 FileOption = Annotated[
     Path | None,
-    typer.Option(
-        "--file", help="Declaration file to use (default: hooks.json in the state directory)."
-    ),
+    option("Declaration file to use (default: hooks.json in the state directory).", "--file"),
 ]
 
 
@@ -75,9 +73,9 @@ def builtins(json_: JsonFlag = False) -> None:
 
 @app.command()
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Declaration files (JSON or TOML).")],
+    files: Annotated[list[Path], argument("Declaration files (JSON or TOML).")],
     dialect: Annotated[
-        Dialect | None, typer.Option(help="Read the files as this dialect instead of detecting it.")
+        Dialect | None, option("Read the files as this dialect instead of detecting it.")
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
@@ -118,13 +116,9 @@ def validate(
 def doctor(
     files: Annotated[
         list[Path] | None,
-        typer.Argument(
-            help="Declaration or scenario files (default: hooks.json in the state directory)."
-        ),
+        argument("Declaration or scenario files (default: hooks.json in the state directory)."),
     ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when it finds a trap (a warning).")
-    ] = False,
+    strict: Annotated[bool, option("Exit 1 when it finds a trap (a warning).", "--strict")] = False,
     json_: JsonFlag = False,
 ) -> None:
     """Find the traps a valid declaration can hold, and declared hooks never delivered.
@@ -166,17 +160,15 @@ def doctor(
 
 @app.command()
 def add(
-    event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
-    webhook: Annotated[str | None, typer.Option(help="Webhook URL to POST the payload to.")] = None,
-    task: Annotated[
-        str | None, typer.Option(help="Agent ref (namespace/name[@version]) to run.")
-    ] = None,
-    gate: Annotated[bool, typer.Option("--gate", help="Pause the run for a person.")] = False,
-    builtin: Annotated[str | None, typer.Option(help="Builtin handler name.")] = None,
-    async_: Annotated[bool, typer.Option("--async", help="Run without blocking.")] = False,
-    timeout: Annotated[int | None, typer.Option(help="Timeout in seconds.")] = None,
+    event: Annotated[str, argument("Lifecycle event, e.g. agent.tool_call.")],
+    webhook: Annotated[str | None, option("Webhook URL to POST the payload to.")] = None,
+    task: Annotated[str | None, option("Agent ref (namespace/name[@version]) to run.")] = None,
+    gate: Annotated[bool, option("Pause the run for a person.", "--gate")] = False,
+    builtin: Annotated[str | None, option("Builtin handler name.")] = None,
+    async_: Annotated[bool, option("Run without blocking.", "--async")] = False,
+    timeout: Annotated[int | None, option("Timeout in seconds.")] = None,
     default_resolution: Annotated[
-        InterruptResolution | None, typer.Option(help="Gate only: resolution on expiry.")
+        InterruptResolution | None, option("Gate only: resolution on expiry.")
     ] = None,
     file: FileOption = None,
 ) -> None:
@@ -200,7 +192,7 @@ def add(
         handler=None if kind == "gate" else str(value),
         async_=async_,
         timeout=timeout,
-        default_resolution=default_resolution.value if default_resolution else None,
+        default_resolution=default_resolution,
         file=file,
     )
     output.success(f"added hooks[{index}] to {resolve_path(file)}: {describe_hook(hook)}")
@@ -235,8 +227,7 @@ def list_(file: FileOption = None, json_: JsonFlag = False) -> None:
 
 @app.command()
 def remove(
-    index: Annotated[int, typer.Argument(help="Index as `belt hooks list` shows it.")],
-    file: FileOption = None,
+    index: Annotated[int, argument("Index as `belt hooks list` shows it.")], file: FileOption = None
 ) -> None:
     """Remove one hook from a declaration file.
 
@@ -253,9 +244,7 @@ def remove(
 @app.command()
 def export(
     file: FileOption = None,
-    format_: Annotated[
-        FormatChoice, typer.Option("--format", help="Output format.")
-    ] = FormatChoice.json,
+    format_: Annotated[FormatChoice, option("Output format.", "--format")] = FormatChoice.json,
 ) -> None:
     """Print the declaration file's hooks as JSON or TOML, ready to paste or pipe.
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from belt.cli.options import JsonFlag
+from belt.cli.options import JsonFlag, argument, option
 from belt.display import output
 from belt.scaffold import Framework
 from belt.scaffold import init as write
@@ -16,25 +14,25 @@ from belt.scaffold import init as write
 def init(
     directory: Annotated[
         Path,
-        typer.Argument(
+        argument(
+            "Where to write (made when missing; default: the current directory).",
             metavar="DIR",
-            help="Where to write (made when missing; default: the current directory).",
             show_default=False,
         ),
     ] = Path("."),
     nexus: Annotated[
         bool,
-        typer.Option(
-            "--nexus",
-            help="A Nexus/rho hook: an executor tool and a Nexus scenario "
+        option(
+            "A Nexus/rho hook: an executor tool and a Nexus scenario "
             "(default: an inference.sh webhook hook).",
+            "--nexus",
         ),
     ] = False,
     framework: Annotated[
         Framework,
-        typer.Option(
-            help="The hook as a py: function only (py), or that function served by the "
-            "standard library's http.server (stdlib) or by a Starlette app (starlette).",
+        option(
+            "The hook as a py: function only (py), or that function served by the "
+            "standard library's http.server (stdlib) or by a Starlette app (starlette)."
         ),
     ] = Framework.py,
     json_: JsonFlag = False,

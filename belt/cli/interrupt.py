@@ -20,8 +20,10 @@ from belt.cli.options import (
     JsonFlag,
     OtlpOption,
     TraceFileOption,
+    argument,
     finite,
     moment_option,
+    option,
     start_tracing,
 )
 from belt.display import output
@@ -58,14 +60,14 @@ def pending_ids(incomplete: str) -> list[tuple[str, str]]:
 
 
 IntervalOption = Annotated[
-    float, typer.Option(metavar="S", help="Seconds between looks.", min=0.05, callback=finite)
+    float, option("Seconds between looks.", metavar="S", min=0.05, callback=finite)
 ]
-JsonLinesFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object per line.")]
+JsonLinesFlag = Annotated[bool, option("Print one JSON object per line.", "--json")]
 InterruptRef = Annotated[
     str,
-    typer.Argument(
+    argument(
+        "The interrupt: its id, short id or a unique prefix (whole ids with --api).",
         metavar="ID",
-        help="The interrupt: its id, short id or a unique prefix (whole ids with --api).",
         autocompletion=pending_ids,
     ),
 ]
@@ -74,19 +76,15 @@ InterruptRef = Annotated[
 def list_(
     run_id: Annotated[
         str | None,
-        typer.Argument(
+        argument(
+            "Only this run's interrupts, in the order they opened (needed with --api).",
             metavar="RUN_ID",
-            help="Only this run's interrupts, in the order they opened (needed with --api).",
         ),
     ] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Include settled interrupts.")] = False,
-    chat: Annotated[str | None, typer.Option(metavar="CHAT_ID", help="Only this chat's.")] = None,
-    run: Annotated[
-        str | None, typer.Option(metavar="RUN_ID", help="Only this run's (as RUN_ID).")
-    ] = None,
-    reason: Annotated[
-        InterruptReason | None, typer.Option(help="Only interrupts of this reason.")
-    ] = None,
+    all_: Annotated[bool, option("Include settled interrupts.", "--all")] = False,
+    chat: Annotated[str | None, option("Only this chat's.", metavar="CHAT_ID")] = None,
+    run: Annotated[str | None, option("Only this run's (as RUN_ID).", metavar="RUN_ID")] = None,
+    reason: Annotated[InterruptReason | None, option("Only interrupts of this reason.")] = None,
     json_: JsonFlag = False,
     api: ApiOption = None,
     api_key: ApiKeyOption = None,
@@ -108,10 +106,7 @@ def list_(
     one_run = run_id or run
     with open_backend(api, api_key=api_key) as backend:
         listed = backend.find_interrupts(
-            run_id=one_run,
-            chat_id=chat,
-            reason=reason.value if reason else None,
-            include_settled=all_,
+            run_id=one_run, chat_id=chat, reason=reason, include_settled=all_
         )
     from belt.display.render import interrupt_table  # start-up: not for resolve
 
@@ -135,9 +130,9 @@ def show(
     interrupt_id: InterruptRef,
     run: Annotated[
         str | None,
-        typer.Option(
+        option(
+            "The interrupt's run; needed with --api, whose API lists interrupts per run.",
             metavar="RUN_ID",
-            help="The interrupt's run; needed with --api, whose API lists interrupts per run.",
         ),
     ] = None,
     json_: JsonFlag = False,
@@ -191,58 +186,47 @@ def show(
 def resolve(
     interrupt_id: Annotated[
         str,
-        typer.Argument(
-            metavar="ID",
-            help="The interrupt: its id, short id or a unique prefix (whole ids with --api); "
+        argument(
+            "The interrupt: its id, short id or a unique prefix (whole ids with --api); "
             "with --all, give only the decision.",
+            metavar="ID",
             autocompletion=pending_ids,
         ),
     ],
     decision: Annotated[
-        InterruptResolution | None, typer.Argument(metavar="allow|deny", help="The decision.")
+        InterruptResolution | None, argument("The decision.", metavar="allow|deny")
     ] = None,
     data: Annotated[
         str | None,
-        typer.Option(
-            metavar="JSON|@FILE",
-            help="Stored as resolved_data: a JSON value, or @FILE to read one.",
+        option(
+            "Stored as resolved_data: a JSON value, or @FILE to read one.", metavar="JSON|@FILE"
         ),
     ] = None,
     all_: Annotated[
         bool,
-        typer.Option(
-            "--all", help="Settle every pending gate the filters select (no ID: --all allow|deny)."
-        ),
+        option("Settle every pending gate the filters select (no ID: --all allow|deny).", "--all"),
     ] = False,
-    run: Annotated[
-        str | None, typer.Option(metavar="RUN_ID", help="--all: only this run's.")
-    ] = None,
-    chat: Annotated[
-        str | None, typer.Option(metavar="CHAT_ID", help="--all: only this chat's.")
-    ] = None,
-    tool: Annotated[
-        str | None, typer.Option(metavar="TOOL", help="--all: only calls of this tool.")
-    ] = None,
+    run: Annotated[str | None, option("--all: only this run's.", metavar="RUN_ID")] = None,
+    chat: Annotated[str | None, option("--all: only this chat's.", metavar="CHAT_ID")] = None,
+    tool: Annotated[str | None, option("--all: only calls of this tool.", metavar="TOOL")] = None,
     event: Annotated[
-        str | None, typer.Option(metavar="EVENT", help="--all: only gates on this event.")
+        str | None, option("--all: only gates on this event.", metavar="EVENT")
     ] = None,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="--all: do not ask to confirm the count.")
-    ] = False,
+    yes: Annotated[bool, option("--all: do not ask to confirm the count.", "--yes", "-y")] = False,
     digest: Annotated[
         str | None,
-        typer.Option(
-            metavar="DIGEST",
-            help="--all: settle only if the selected gates have this digest (as shown, 12 hex "
+        option(
+            "--all: settle only if the selected gates have this digest (as shown, 12 hex "
             "digits or more).",
+            metavar="DIGEST",
         ),
     ] = None,
     no_atomic: Annotated[
         bool,
-        typer.Option(
-            "--no-atomic",
-            help="--all with --api: against an API that resolves one gate at a time, settle "
+        option(
+            "--all with --api: against an API that resolves one gate at a time, settle "
             "them one by one (not all or none).",
+            "--no-atomic",
         ),
     ] = False,
     json_: JsonFlag = False,
@@ -400,8 +384,7 @@ def _settle(
     json_: bool,
     one_by_one: bool = False,
 ) -> None:
-    """Settle ``items`` as one batch (or one by one) and say, gate by gate, what it did, or that
-    the batch had settled them before."""
+    """Settle ``items`` as one batch (or one by one) and say, gate by gate, what it did."""
     done: Mapping[str, Any]
     if one_by_one:
         with _settling("person", backend):
@@ -435,10 +418,9 @@ ANSWERS = {key: word for word in ("allow", "deny", "skip", "quit") for key in (w
 def review(
     resume: Annotated[
         bool,
-        typer.Option(
+        option(
+            "Resume each simulated run once all its gates are settled, as `belt sim resume` does.",
             "--resume",
-            help="Resume each simulated run once all its gates are settled, as `belt sim "
-            "resume` does.",
         ),
     ] = False,
     otlp: OtlpOption = None,
@@ -560,10 +542,8 @@ def _ask_data() -> object:
 def watch(
     runs: Annotated[
         list[str] | None,
-        typer.Option(
-            "--run",
-            metavar="RUN_ID",
-            help="Only this run's interrupts (repeatable); needed with --api.",
+        option(
+            "Only this run's interrupts (repeatable); needed with --api.", "--run", metavar="RUN_ID"
         ),
     ] = None,
     interval: IntervalOption = 1.0,
@@ -612,10 +592,10 @@ def _watching(runs: list[str], api: str | None, interval: float) -> str:
 def sweep(
     at: Annotated[
         str | None,
-        typer.Option(
-            metavar="RFC3339",
-            help="Settle what would be overdue at this time instead of now (gates opened on a "
+        option(
+            "Settle what would be overdue at this time instead of now (gates opened on a "
             "virtual clock too).",
+            metavar="RFC3339",
         ),
     ] = None,
     json_: JsonFlag = False,
@@ -648,21 +628,19 @@ def sweep(
 
 def create(
     run: Annotated[
-        str, typer.Option(metavar="RUN_ID", help="The run to gate: working or awaiting a decision.")
+        str, option("The run to gate: working or awaiting a decision.", metavar="RUN_ID")
     ],
-    chat: Annotated[str, typer.Option(metavar="CHAT_ID", help="The run's chat.")],
-    event: Annotated[str, typer.Option(help="A gate-able event, e.g. agent.tool_call.")],
+    chat: Annotated[str, option("The run's chat.", metavar="CHAT_ID")],
+    event: Annotated[str, option("A gate-able event, e.g. agent.tool_call.")],
     timeout: Annotated[
-        int | None, typer.Option(metavar="S", help="Seconds until it expires (default 300).")
+        int | None, option("Seconds until it expires (default 300).", metavar="S")
     ] = None,
     default_resolution: Annotated[
-        InterruptResolution | None, typer.Option(help="Resolution on expiry (default allow).")
+        InterruptResolution | None, option("Resolution on expiry (default allow).")
     ] = None,
     meta: Annotated[
         str | None,
-        typer.Option(
-            metavar="JSON|@FILE", help="The hook payload to store as meta (a JSON object)."
-        ),
+        option("The hook payload to store as meta (a JSON object).", metavar="JSON|@FILE"),
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
@@ -684,13 +662,13 @@ def create(
         chat_id=chat,
         event=event,
         timeout=timeout,
-        default_resolution=default_resolution.value if default_resolution else None,
+        default_resolution=default_resolution,
         meta=None if meta is None else read_json_object_option(meta, option="--meta"),
     )
     if output.json_printed(json_, item):
         return
     output.success(f"opened {item['id']} on run {item['run_id']}")
-    on_expiry = default_resolution.value if default_resolution else "allow"
+    on_expiry = default_resolution or "allow"
     shown = [("source", item["source"]), ("resource", _resource(item))]
     output.key_values([*shown, ("expires", item["expires_at"]), ("on expiry", on_expiry)])
 
@@ -698,13 +676,13 @@ def create(
 def log(
     since: Annotated[
         str | None,
-        typer.Option(
-            metavar="T",
-            help="Only gates settled at or after T: an RFC 3339 time, or a span back from now "
+        option(
+            "Only gates settled at or after T: an RFC 3339 time, or a span back from now "
             "(90m, 2h, 7d).",
+            metavar="T",
         ),
     ] = None,
-    run: Annotated[str | None, typer.Option(metavar="RUN_ID", help="Only this run's.")] = None,
+    run: Annotated[str | None, option("Only this run's.", metavar="RUN_ID")] = None,
     json_: JsonFlag = False,
 ) -> None:
     """List the settled gates, the latest first, with how each was settled.

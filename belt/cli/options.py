@@ -11,46 +11,57 @@ import typer
 
 from belt.errors import InvalidInput, UsageError
 
+
+def option(help: str, *names: str, **settings: Any) -> Any:
+    """``typer.Option``, its help first: an option declared in a line where it fits."""
+    return typer.Option(*names, help=help, **settings)
+
+
+def argument(help: str, **settings: Any) -> Any:
+    """``typer.Argument``, its help first."""
+    return typer.Argument(help=help, **settings)
+
+
 VerboseFlag = Annotated[
     bool,
-    typer.Option(
+    option(
+        "Show tracebacks for errors, and in transcripts the hook calls that changed nothing.",
         "--verbose",
         "-v",
-        help="Show tracebacks for errors, and in transcripts the hook calls that changed nothing.",
     ),
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+JsonFlag = Annotated[bool, option("Print JSON.", "--json")]
 ApiOption = Annotated[
     str | None,
-    typer.Option(
+    option(
+        "Talk to this platform API (or `belt serve`) instead of the local store.",
         "--api",
         envvar="BELT_API_URL",
         metavar="URL",
-        help="Talk to this platform API (or `belt serve`) instead of the local store.",
     ),
 ]
 ApiKeyOption = Annotated[
     str | None,
-    typer.Option(
+    option(
+        "Bearer key for --api (default: $INFSH_API_KEY, else $INFERENCE_API_KEY).",
         "--api-key",
         metavar="KEY",
-        help="Bearer key for --api (default: $INFSH_API_KEY, else $INFERENCE_API_KEY).",
     ),
 ]
 Executors = Annotated[
     list[str] | None,
-    typer.Option(
+    option(
+        "Serve Nexus hook tasks in-process: NAME=TARGET (cmd:COMMAND, py:MODULE:FUNC, URL).",
         "--executor",
-        help="Serve Nexus hook tasks in-process: NAME=TARGET (cmd:COMMAND, py:MODULE:FUNC, URL).",
     ),
 ]
 Routes = Annotated[
     list[str] | None,
-    typer.Option(
+    option(
+        "Deliver webhooks whose URL starts with URL_PREFIX to TARGET instead: "
+        "py:MODULE:FUNC, or a URL that takes the prefix's place.",
         "--route",
         metavar="URL_PREFIX=TARGET",
-        help="Deliver webhooks whose URL starts with URL_PREFIX to TARGET instead: "
-        "py:MODULE:FUNC, or a URL that takes the prefix's place.",
     ),
 ]
 
@@ -81,21 +92,20 @@ def moment_option(text: str | None, option: str) -> datetime | None:
 
 OtlpOption = Annotated[
     str | None,
-    typer.Option(
+    option(
+        "Export hook traces over OTLP/HTTP to this collector (its base URL, as "
+        "OTEL_EXPORTER_OTLP_ENDPOINT; that variable turns tracing on too). Needs belt[otel].",
         "--otlp",
         metavar="URL",
-        help="Export hook traces over OTLP/HTTP to this collector (its base URL, as "
-        "OTEL_EXPORTER_OTLP_ENDPOINT; that variable turns tracing on too). Needs belt[otel].",
     ),
 ]
 TraceFileOption = Annotated[
     Path | None,
-    typer.Option(
+    option(
+        "Append hook traces to FILE as OTLP JSON lines, without a collector. Needs belt[otel].",
         "--trace",
         metavar="FILE",
         dir_okay=False,
-        help="Append hook traces to FILE as OTLP JSON lines, without a collector. "
-        "Needs belt[otel].",
     ),
 ]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag
+from belt.cli.options import JsonFlag, argument, option
 from belt.display import output
 
 if TYPE_CHECKING:
@@ -22,12 +22,8 @@ app = typer.Typer(
 
 DEFAULT_OWNER = "local"  # belt.records.registry.DEFAULT_OWNER; a test holds the two equal
 
-OwnerOption = Annotated[
-    str, typer.Option("--owner", metavar="TEAM", help="The team whose registry to use.")
-]
-EntryId = Annotated[
-    str, typer.Argument(metavar="ID", help="The entry: its id, short id or a unique prefix.")
-]
+OwnerOption = Annotated[str, option("The team whose registry to use.", "--owner", metavar="TEAM")]
+EntryId = Annotated[str, argument("The entry: its id, short id or a unique prefix.", metavar="ID")]
 
 
 # The kinds of registry entries (belt.records.registry.KINDS; a test holds the two equal).
@@ -36,14 +32,11 @@ Kind = StrEnum("Kind", "observation concept rule preference gotcha pattern refer
 
 @app.command()
 def add(
-    kind: Annotated[Kind, typer.Option(help="What the entry is.")],
-    name: Annotated[
-        str, typer.Option(metavar="NAME", help="The entry's name; the same name adds a version.")
-    ],
-    tags: Annotated[str, typer.Option(metavar="TAG,...", help="Comma-separated tags.")] = "",
+    kind: Annotated[Kind, option("What the entry is.")],
+    name: Annotated[str, option("The entry's name; the same name adds a version.", metavar="NAME")],
+    tags: Annotated[str, option("Comma-separated tags.", metavar="TAG,...")] = "",
     file: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE", help="Read the text from FILE (default: stdin; - is stdin)."),
+        Path | None, option("Read the text from FILE (default: stdin; - is stdin).", metavar="FILE")
     ] = None,
     owner: OwnerOption = DEFAULT_OWNER,
     json_: JsonFlag = False,
@@ -73,18 +66,15 @@ def add(
 
 def describe_outcome(outcome: SaveOutcome) -> str:
     """One line saying what saving did."""
-    entry = f'{outcome.id} "{outcome.name}" ({outcome.kind})'
-    if outcome.action == "created":
-        return f"created {entry}"
-    if outcome.action == "versioned":
-        return f"added version {outcome.version} to {entry}"
-    return f"unchanged: {entry} already says this (version {outcome.version})"
+    entry, version = f'{outcome.id} "{outcome.name}" ({outcome.kind})', outcome.version
+    said = {"created": f"created {entry}", "versioned": f"added version {version} to {entry}"}
+    return said.get(outcome.action, f"unchanged: {entry} already says this (version {version})")
 
 
 @app.command("list")
 def list_(
     owner: OwnerOption = DEFAULT_OWNER,
-    kind: Annotated[Kind | None, typer.Option(help="Only entries of this kind.")] = None,
+    kind: Annotated[Kind | None, option("Only entries of this kind.")] = None,
     json_: JsonFlag = False,
 ) -> None:
     """List a team's entries, oldest first.
@@ -161,9 +151,9 @@ def describe_origin(origin: Mapping[str, object]) -> str:
 
 @app.command("search")
 def search_(
-    query: Annotated[str, typer.Argument(metavar="QUERY", help="Free text to search for.")],
+    query: Annotated[str, argument("Free text to search for.", metavar="QUERY")],
     owner: OwnerOption = DEFAULT_OWNER,
-    limit: Annotated[int, typer.Option(min=1, max=100, help="Show at most this many.")] = 10,
+    limit: Annotated[int, option("Show at most this many.", min=1, max=100)] = 10,
     json_: JsonFlag = False,
 ) -> None:
     """Search a team's entries, best first, with how relevant each is.
@@ -195,8 +185,7 @@ def search_(
 
 
 def relevance_text(match: Match) -> str:
-    """A match's relevance as a person reads it: ``1.00``, ``0.40``, or ``<0.01`` for one that
-    shares only words common in the registry (a BM25 score near 0)."""
+    """A match's relevance as a person reads it: ``1.00``, ``0.40``, or ``<0.01`` (BM25 near 0)."""
     if match.relevance < 0.01:
         return "<0.01" if match.score > 0 else "0.00"
     return f"{match.relevance:.2f}"

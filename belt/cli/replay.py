@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from belt.cli.options import OtlpOption, TraceFileOption, passed_on, start_tracing
+from belt.cli.options import OtlpOption, TraceFileOption, argument, option, passed_on, start_tracing
 from belt.display import output
 from belt.display.render import replay_row, replay_summary, saved_tests_lines
 from belt.display.text import printable
@@ -17,66 +17,55 @@ def replay(
     ctx: typer.Context,
     source: Annotated[
         str,
-        typer.Argument(
+        argument(
+            "journal (belt serve's), a simulated run id, or a JSON lines file of payloads.",
             metavar="journal|RUN_ID|FILE",
-            help="journal (belt serve's), a simulated run id, or a JSON lines file of payloads.",
         ),
     ],
-    to: Annotated[
-        str | None, typer.Option(metavar="URL", help="Deliver to this webhook URL.")
-    ] = None,
-    policy: Annotated[
-        Path | None, typer.Option(help="Decide with this policy file (docs/policy.md).")
-    ] = None,
+    to: Annotated[str | None, option("Deliver to this webhook URL.", metavar="URL")] = None,
+    policy: Annotated[Path | None, option("Decide with this policy file (docs/policy.md).")] = None,
     handler: Annotated[
         str | None,
-        typer.Option(
-            metavar="py:MODULE:FUNC",
-            help="Decide with this Python callable (the py: is optional), given each payload as "
+        option(
+            "Decide with this Python callable (the py: is optional), given each payload as "
             "a dict, or as a LifecycleHookPayload when its first parameter is annotated so.",
+            metavar="py:MODULE:FUNC",
         ),
     ] = None,
     check: Annotated[
-        bool, typer.Option("--check", help="Exit 1 when any decision or injection changed.")
+        bool, option("Exit 1 when any decision or injection changed.", "--check")
     ] = False,
     since: Annotated[
-        str | None,
-        typer.Option(metavar="T", help="Only payloads since T: a timestamp, or 30m, 2h, 1d ago."),
+        str | None, option("Only payloads since T: a timestamp, or 30m, 2h, 1d ago.", metavar="T")
     ] = None,
-    event: Annotated[
-        str | None, typer.Option(metavar="E", help="Only payloads of this event.")
-    ] = None,
-    chat: Annotated[
-        str | None, typer.Option(metavar="ID", help="Only payloads of this chat.")
-    ] = None,
+    event: Annotated[str | None, option("Only payloads of this event.", metavar="E")] = None,
+    chat: Annotated[str | None, option("Only payloads of this chat.", metavar="ID")] = None,
     secret: Annotated[
-        str | None, typer.Option(help="whsec_... secret: sign the requests --to sends again.")
+        str | None, option("whsec_... secret: sign the requests --to sends again.")
     ] = None,
-    json_: Annotated[
-        bool, typer.Option("--json", help="Print the replay as one JSON object.")
-    ] = False,
+    json_: Annotated[bool, option("Print the replay as one JSON object.", "--json")] = False,
     save_tests: Annotated[
         Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Also write each replayed delivery to DIR (new or empty) as a belt test "
+        option(
+            "Also write each replayed delivery to DIR (new or empty) as a belt test "
             "scenario whose hook is the handler replayed to, expecting the answer --expect "
             "names.",
+            metavar="DIR",
         ),
     ] = None,
     expect: Annotated[
         str,
-        typer.Option(
+        option(
+            "With --save-tests: expect the answer recorded then, or the one given now.",
             metavar="recorded|replayed",
-            help="With --save-tests: expect the answer recorded then, or the one given now.",
         ),
     ] = "recorded",
     per: Annotated[
         str,
-        typer.Option(
-            metavar="delivery|chat",
-            help="With --save-tests: a scenario per delivery, or per chat (its runs as turns, "
+        option(
+            "With --save-tests: a scenario per delivery, or per chat (its runs as turns, "
             "written once the replay ends).",
+            metavar="delivery|chat",
         ),
     ] = "delivery",
     otlp: OtlpOption = None,

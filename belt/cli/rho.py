@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import JsonFlag, VerboseFlag
+from belt.cli.options import JsonFlag, VerboseFlag, argument, option
 from belt.cli.root import PROGRAM
 from belt.display import output
+
+if TYPE_CHECKING:
+    from belt.declaring.rhoconfig import Configured
 
 app = typer.Typer(name="rho", **PROGRAM)
 extensions = typer.Typer(help="Configure rho's extensions.", no_args_is_help=True)
@@ -31,14 +33,14 @@ def root(verbose: VerboseFlag = False) -> None:
 
 @extensions.command()
 def configure(
-    extension: Annotated[Extension, typer.Argument(help="Extension to configure.")],
+    extension: Annotated[Extension, argument("Extension to configure.")],
     file: Annotated[
-        Path | None, typer.Option(help="JSON or TOML file holding the object (default: stdin).")
+        Path | None, option("JSON or TOML file holding the object (default: stdin).")
     ] = None,
     api: Annotated[
         str | None,
-        typer.Option(
-            help="Profile API base URL: read the whole declaration there and write it back "
+        option(
+            "Profile API base URL: read the whole declaration there and write it back "
             "with these lifecycle_hooks (e.g. `belt serve`)."
         ),
     ] = None,
@@ -58,16 +60,12 @@ def configure(
     from belt.declaring.rhoconfig import configure_lifecycle_hooks  # start-up: pydantic
 
     configured = configure_lifecycle_hooks(file=file, api=api)
-    if output.json_printed(json_, configured.summary()):
-        return
-    output.echo(f"stored {configured.location}", stderr=True)
-    render_hooks(configured.configuration, "{} (no lifecycle hooks declared)")
+    render(configured, json_, f"stored {configured.location}", "{} (no lifecycle hooks declared)")
 
 
 @extensions.command()
 def show(
-    extension: Annotated[Extension, typer.Argument(help="Extension to show.")],
-    json_: JsonFlag = False,
+    extension: Annotated[Extension, argument("Extension to show.")], json_: JsonFlag = False
 ) -> None:
     """Print the configuration stored for the extension ({} when none is).
 
@@ -83,19 +81,16 @@ def show(
     from belt.declaring.rhoconfig import show_lifecycle_hooks  # start-up: pydantic
 
     shown = show_lifecycle_hooks()
-    if output.json_printed(json_, shown.summary()):
+    empty = "{} (no lifecycle hooks stored; set them with `rho extensions configure "
+    render(shown, json_, shown.location, empty + "rho.lifecycle_hooks --file FILE`)")
+
+
+def render(configured: Configured, json_: bool, where: str, empty: str) -> None:
+    """With --json its summary; else ``where`` on stderr and a table of the hooks (or ``empty``)."""
+    configuration = configured.configuration
+    if output.json_printed(json_, configured.summary()):
         return
-    output.echo(shown.location, stderr=True)
-    render_hooks(
-        shown.configuration,
-        "{} (no lifecycle hooks stored; set them with `rho extensions configure "
-        "rho.lifecycle_hooks --file FILE`)",
-    )
-
-
-def render_hooks(configuration: Mapping[str, Mapping[str, object]], empty: str) -> None:
-    """A lifecycle_hooks object as a table of its hooks, or ``empty`` when it declares none."""
-
+    output.echo(where, stderr=True)
     if not configuration:
         output.echo(empty)
         return

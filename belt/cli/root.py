@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from belt import __version__
 from belt.cli import helptext
-from belt.cli.options import JsonFlag, VerboseFlag
+from belt.cli.options import JsonFlag, VerboseFlag, option
 from belt.display import output
 from belt.errors import BeltError, ExitCode, Interrupted, UsageError, exit_code_lines
 
@@ -266,12 +266,12 @@ def root(
     verbose: VerboseFlag = False,
     version: Annotated[
         bool,
-        typer.Option(
+        option(
+            "Print belt's version and exit.",
             "--version",
             callback=print_version,
             is_eager=True,
             expose_value=False,
-            help="Print belt's version and exit.",
         ),
     ] = False,
 ) -> None:

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from belt.cli import leave, report
-from belt.cli.options import OtlpOption, TraceFileOption, moment_option, passed_on, start_tracing
+from belt.cli.options import (
+    OtlpOption,
+    TraceFileOption,
+    moment_option,
+    option,
+    passed_on,
+    start_tracing,
+)
 from belt.display import output
 
 if TYPE_CHECKING:
@@ -20,112 +27,109 @@ if TYPE_CHECKING:
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option(help="Address to listen on; not loopback only with --token.")
+        str, option("Address to listen on; not loopback only with --token.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8787,
+    port: Annotated[int, option("Port to listen on (0 picks a free one).")] = 8787,
     policy: Annotated[
-        Path | None, typer.Option(help="TOML policy deciding hooks (see docs/policy.md).")
+        Path | None, option("TOML policy deciding hooks (see docs/policy.md).")
     ] = None,
     handler: Annotated[
         str | None,
-        typer.Option(
-            help="Python callable deciding hooks: py:MODULE:FUNC or py:path/to/file.py:FUNC "
+        option(
+            "Python callable deciding hooks: py:MODULE:FUNC or py:path/to/file.py:FUNC "
             "(the py: is optional); it gets the payload as a dict (docs/handlers.md)."
         ),
     ] = None,
     secret: Annotated[
         str | None,
-        typer.Option(
-            help="whsec_... secret: hook requests must carry Standard Webhooks headers; "
+        option(
+            "whsec_... secret: hook requests must carry Standard Webhooks headers; "
             "`new` makes one and prints it on the ready line."
         ),
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(
+        option(
+            "Require 'Authorization: Bearer TOKEN' on every route but /healthz and the "
+            "inspector page's files, whatever the Host: how to share a server.",
             envvar="BELT_SERVE_TOKEN",
             show_envvar=True,
-            help="Require 'Authorization: Bearer TOKEN' on every route but /healthz and the "
-            "inspector page's files, whatever the Host: how to share a server.",
         ),
     ] = None,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option(
-            metavar="NAME",
-            help="Also answer requests sent to NAME (a tunnel's or a container's name); "
+        option(
+            "Also answer requests sent to NAME (a tunnel's or a container's name); "
             "without --token only loopback names are answered. Repeatable.",
+            metavar="NAME",
         ),
     ] = None,
     sweep_interval: Annotated[
-        float, typer.Option(help="Seconds between sweeps that settle overdue gates (0: off).")
+        float, option("Seconds between sweeps that settle overdue gates (0: off).")
     ] = 60.0,
-    workers: Annotated[
-        int, typer.Option(help="Server processes sharing the port and the store.")
-    ] = 1,
+    workers: Annotated[int, option("Server processes sharing the port and the store.")] = 1,
     handler_timeout: Annotated[
-        float, typer.Option(help="Seconds a --handler call may take; later is a 504 problem.")
+        float, option("Seconds a --handler call may take; later is a 504 problem.")
     ] = 10.0,
     max_connections: Annotated[
         int | None,
-        typer.Option(
-            help="Connections held at once per process (default 1000, or fewer to fit the "
+        option(
+            "Connections held at once per process (default 1000, or fewer to fit the "
             "open-file limit)."
         ),
     ] = None,
     resume: Annotated[
         bool,
-        typer.Option(
+        option(
+            "Continue simulated runs as soon as their gates are settled (no sim resume).",
             "--resume",
-            help="Continue simulated runs as soon as their gates are settled (no sim resume).",
         ),
     ] = False,
     approvals: Annotated[
         Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="Approval rules that settle gates as they open, as `belt interrupt auto` does "
+        option(
+            "Approval rules that settle gates as they open, as `belt interrupt auto` does "
             "(one process settles, with --workers N).",
+            metavar="FILE",
         ),
     ] = None,
     forward_to: Annotated[
         str | None,
-        typer.Option(
+        option(
+            "Pass each hook request on to your handler at URL; answer and journal its answer.",
             metavar="URL",
-            help="Pass each hook request on to your handler at URL; answer and journal its answer.",
         ),
     ] = None,
     model: Annotated[
         Path | None,
-        typer.Option(
-            help="Model script the agent routes answer with (see docs/emulator.md); "
+        option(
+            "Model script the agent routes answer with (see docs/emulator.md); "
             "default: one short reply, no tool."
         ),
     ] = None,
     agents: Annotated[
-        Path | None,
-        typer.Option(help="Directory of agent files that template refs (ns/name@v) resolve to."),
+        Path | None, option("Directory of agent files that template refs (ns/name@v) resolve to.")
     ] = None,
     clock: Annotated[
         str | None,
-        typer.Option(
-            metavar="RFC3339",
-            help="Serve on a virtual clock that starts here and moves only with "
+        option(
+            "Serve on a virtual clock that starts here and moves only with "
             "POST /_belt/clock (docs/serve.md).",
+            metavar="RFC3339",
         ),
     ] = None,
     grace: Annotated[
         float,
-        typer.Option(
-            help="Seconds the requests still open at Ctrl-C or SIGTERM get to end; those left "
+        option(
+            "Seconds the requests still open at Ctrl-C or SIGTERM get to end; those left "
             "are then answered 503 and journalled as not answered."
         ),
     ] = 1.0,
     json_: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object per request on stdout.")
+        bool, option("Print one JSON object per request on stdout.", "--json")
     ] = False,
     open_: Annotated[
-        bool, typer.Option("--open", help="Open the inspector in a web browser once listening.")
+        bool, option("Open the inspector in a web browser once listening.", "--open")
     ] = False,
     otlp: OtlpOption = None,
     trace: TraceFileOption = None,
@@ -190,9 +194,7 @@ def serve(
 def render_listening(
     info: Listening, *, made_secret: str | None = None, open_inspector: bool = False
 ) -> None:
-    """The ready line, on stderr (stdout carries only request lines); a given secret is never
-    printed, only one belt made."""
-
+    """The ready line, on stderr (stdout has only request lines); it names a made secret only."""
     interval = info["sweep_interval"]
     hosts = [] if info["token"] else info.get("allow_hosts") or []  # answered without a token
     extras = [

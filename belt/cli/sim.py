@@ -16,7 +16,9 @@ from belt.cli.options import (
     OtlpOption,
     Routes,
     TraceFileOption,
+    argument,
     moment_option,
+    option,
     start_tracing,
 )
 from belt.display import output, render
@@ -33,41 +35,38 @@ app = typer.Typer(
     help="Run scripted agents whose hooks fire as on the platform.", no_args_is_help=True
 )
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print the whole record as JSON.")]
+JsonFlag = Annotated[bool, option("Print the whole record as JSON.", "--json")]
 RunId = Annotated[
     str,
-    typer.Argument(
+    argument(
+        "The run: its id, short id or a unique prefix (a simulation's: its latest run).",
         metavar="RUN_ID",
-        help="The run: its id, short id or a unique prefix (a simulation's: its latest run).",
     ),
 ]
 NamedRun = Annotated[
     str | None,
-    typer.Argument(
+    argument(
+        "The run: its id, short id or a unique prefix (a simulation's: its latest run; or --last).",
         metavar="RUN_ID",
-        help="The run: its id, short id or a unique prefix (a simulation's: its latest run; "
-        "or --last).",
     ),
 ]
-LastFlag = Annotated[
-    bool, typer.Option("--last", help="The simulated run started last (instead of RUN_ID).")
-]
+LastFlag = Annotated[bool, option("The simulated run started last (instead of RUN_ID).", "--last")]
 WaitFlag = Annotated[
     bool,
-    typer.Option(
-        "--wait",
-        help="Stay at a gate or a Nexus hook task's approval until it is settled (resolved "
+    option(
+        "Stay at a gate or a Nexus hook task's approval until it is settled (resolved "
         "anywhere, or expired), then go on.",
+        "--wait",
     ),
 ]
 
 
 StrictFlag = Annotated[
     bool,
-    typer.Option(
-        "--strict",
-        help="Exit 1 when any hook call failed (even one counted as allow, as the platform does) "
+    option(
+        "Exit 1 when any hook call failed (even one counted as allow, as the platform does) "
         "or an answer was partly ignored (an unknown key, a decision its event cannot take).",
+        "--strict",
     ),
 ]
 
@@ -157,9 +156,7 @@ def simulate(
 
 VerboseHere = Annotated[
     bool,
-    typer.Option(
-        "--verbose", "-v", help="Also show the hook calls that changed nothing (as belt -v does)."
-    ),
+    option("Also show the hook calls that changed nothing (as belt -v does).", "--verbose", "-v"),
 ]
 
 
@@ -171,13 +168,10 @@ def verbose(ctx: typer.Context) -> bool:
 @app.command()
 def run(
     ctx: typer.Context,
-    scenario: Annotated[Path, typer.Argument(help="Scenario file (TOML or JSON).")],
-    hooks: Annotated[
-        Path | None, typer.Option(help="Hooks file that replaces the scenario's hooks.")
-    ] = None,
+    scenario: Annotated[Path, argument("Scenario file (TOML or JSON).")],
+    hooks: Annotated[Path | None, option("Hooks file that replaces the scenario's hooks.")] = None,
     fail_closed: Annotated[
-        bool,
-        typer.Option("--fail-closed", help="Count failed webhooks as deny on gate-able events."),
+        bool, option("Count failed webhooks as deny on gate-able events.", "--fail-closed")
     ] = False,
     executor: Executors = None,
     route: Routes = None,
@@ -185,27 +179,27 @@ def run(
     strict: StrictFlag = False,
     offline: Annotated[
         bool,
-        typer.Option(
-            "--offline",
-            help="Refuse, before anything runs, a webhook or executor that is not a loopback "
+        option(
+            "Refuse, before anything runs, a webhook or executor that is not a loopback "
             "address, a py: handler or routed (--route), as `belt test` does.",
+            "--offline",
         ),
     ] = False,
     clock: Annotated[
         str | None,
-        typer.Option(
-            metavar="RFC3339",
-            help="Run on a virtual clock that starts here (it overrides the scenario's clock): "
+        option(
+            "Run on a virtual clock that starts here (it overrides the scenario's clock): "
             "records, payload timestamps and deadlines use it; it moves only with the "
             "scenario's turns.wait and after.",
+            metavar="RFC3339",
         ),
     ] = None,
     ephemeral: Annotated[
         bool,
-        typer.Option(
-            "--ephemeral",
-            help="Keep the simulation's records in memory only: nothing is written to the "
+        option(
+            "Keep the simulation's records in memory only: nothing is written to the "
             "state directory, so nothing is left to show or resume (not with --wait).",
+            "--ephemeral",
         ),
     ] = False,
     otlp: OtlpOption = None,
@@ -325,7 +319,7 @@ def show(
 @app.command("list")
 def list_(
     all_: Annotated[
-        bool, typer.Option("--all", help="Include the runs of task chats (and review branches).")
+        bool, option("Include the runs of task chats (and review branches).", "--all")
     ] = False,
     json_: JsonFlag = False,
 ) -> None:
@@ -366,7 +360,7 @@ def listed_state(row: Mapping[str, object]) -> str:
 def stop(
     run_id: RunId,
     force: Annotated[
-        bool, typer.Option("--force", help="Cancel even a working run; a Nexus run bypasses stop.")
+        bool, option("Cancel even a working run; a Nexus run bypasses stop.", "--force")
     ] = False,
 ) -> None:
     """Cancel a run: its pending gates or hook tasks are cancelled and it will not resume.

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from belt.cli.options import OtlpOption, Routes, TraceFileOption, start_tracing
+from belt.cli.options import OtlpOption, Routes, TraceFileOption, argument, option, start_tracing
 from belt.display import output, render
 from belt.display.render import excerpt_lines
 from belt.display.text import printable
@@ -16,87 +16,82 @@ from belt.errors import ExitCode, InvalidInput
 
 def test(
     paths: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Scenario files and directories to search (default: tests/)."),
+        list[Path] | None, argument("Scenario files and directories to search (default: tests/).")
     ] = None,
     keyword: Annotated[
         str | None,
-        typer.Option(
+        option(
+            "Run only the scenarios whose path contains PATTERN (any case).",
             "-k",
             metavar="PATTERN",
-            help="Run only the scenarios whose path contains PATTERN (any case).",
         ),
     ] = None,
     exitfirst: Annotated[
-        bool, typer.Option("-x", "--exitfirst", help="Stop at the first failure or error.")
+        bool, option("Stop at the first failure or error.", "-x", "--exitfirst")
     ] = False,
     junit_xml: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Also write a JUnit XML report to FILE.")
+        Path | None, option("Also write a JUnit XML report to FILE.", metavar="FILE")
     ] = None,
     json_: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object per scenario, one per line.")
+        bool, option("Print one JSON object per scenario, one per line.", "--json")
     ] = False,
     route: Routes = None,
     allow_network: Annotated[
         bool,
-        typer.Option(
+        option(
+            "Let webhooks and executors reach addresses that are not on this machine.",
             "--allow-network",
-            help="Let webhooks and executors reach addresses that are not on this machine.",
         ),
     ] = False,
     coverage: Annotated[
         bool,
-        typer.Option(
-            "--coverage",
-            help="Also show, per declared hook, how often it fired, what it produced and the "
+        option(
+            "Also show, per declared hook, how often it fired, what it produced and the "
             "tools it saw, and the hooks that never fired (in --json and the JUnit file too).",
+            "--coverage",
         ),
     ] = False,
     fail_under_hooks: Annotated[
-        bool,
-        typer.Option(
-            "--fail-under-hooks", help="Fail a scenario that declares a hook that never fired."
-        ),
+        bool, option("Fail a scenario that declares a hook that never fired.", "--fail-under-hooks")
     ] = False,
     snapshot: Annotated[
         bool,
-        typer.Option(
-            "--snapshot",
-            help="Also compare each scenario's record with its stored snapshot "
+        option(
+            "Also compare each scenario's record with its stored snapshot "
             "(__snapshots__/FILE.json beside it) and fail it, with a diff, when they differ.",
+            "--snapshot",
         ),
     ] = False,
     snapshot_update: Annotated[
         bool,
-        typer.Option(
-            "--snapshot-update",
-            help="Write each scenario's snapshot (those that differ or are new).",
+        option(
+            "Write each scenario's snapshot (those that differ or are new).", "--snapshot-update"
         ),
     ] = False,
     jobs: Annotated[
         str,
-        typer.Option(
+        option(
+            "Run the scenarios in N worker processes (auto: one per core); the report and "
+            "the JUnit file keep the serial order.",
             "-j",
             "--jobs",
             metavar="N",
-            help="Run the scenarios in N worker processes (auto: one per core); the report and "
-            "the JUnit file keep the serial order.",
         ),
     ] = "1",
     shard: Annotated[
         str | None,
-        typer.Option(
-            metavar="K/N",
-            help="Run shard K of N: every N-th scenario in the suite's order (after -k), "
+        option(
+            "Run shard K of N: every N-th scenario in the suite's order (after -k), "
             "starting at the K-th, so N machines together run each once.",
+            metavar="K/N",
         ),
     ] = None,
     keep: Annotated[
         Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Keep each scenario's records on disk, in a state directory of its own under "
+        option(
+            "Keep each scenario's records on disk, in a state directory of its own under "
             "DIR (BELT_HOME=DIR/NAME belt sim show --last), instead of in memory.",
+            metavar="DIR",
         ),
     ] = None,
     otlp: OtlpOption = None,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from belt.cli.options import finite
+from belt.cli.options import argument, finite, option
 from belt.display import output
 
 if TYPE_CHECKING:
@@ -16,55 +16,52 @@ if TYPE_CHECKING:
 
 def trigger(
     ctx: typer.Context,
-    event: Annotated[str, typer.Argument(help="Lifecycle event, e.g. agent.tool_call.")],
+    event: Annotated[str, argument("Lifecycle event, e.g. agent.tool_call.")],
     to: Annotated[
         str | None,
-        typer.Option(
-            metavar="URL|py:MODULE:FUNC",
-            help="Webhook URL to POST the payload to, or an in-process handler "
+        option(
+            "Webhook URL to POST the payload to, or an in-process handler "
             "(py:MODULE:FUNC or py:path/to/file.py:FUNC, called with the payload as a dict). "
             "Default: the hooks of the belt serve you started last that is still running.",
+            metavar="URL|py:MODULE:FUNC",
         ),
     ] = None,
     data: Annotated[
-        str | None,
-        typer.Option(metavar="JSON|@FILE", help="JSON object deep-merged into the sample payload."),
+        str | None, option("JSON object deep-merged into the sample payload.", metavar="JSON|@FILE")
     ] = None,
     payload: Annotated[
         str | None,
-        typer.Option(
+        option(
+            "The whole payload (a JSON object), sent as given: no sample merged in.",
             metavar="JSON|@FILE",
-            help="The whole payload (a JSON object), sent as given: no sample merged in.",
         ),
     ] = None,
     set_: Annotated[
         list[str] | None,
-        typer.Option(
+        option(
+            "Set the value at a dotted path of the payload, e.g. "
+            'data.arguments=\'{"command": "ls"}\'. Repeatable.',
             "--set",
             metavar="PATH=JSON",
-            help="Set the value at a dotted path of the payload, e.g. "
-            'data.arguments=\'{"command": "ls"}\'. Repeatable.',
         ),
     ] = None,
     unset: Annotated[
         list[str] | None,
-        typer.Option(
+        option(
+            "Remove the key at a dotted path of the payload (before any --set). Repeatable.",
             metavar="PATH",
-            help="Remove the key at a dotted path of the payload (before any --set). Repeatable.",
         ),
     ] = None,
-    secret: Annotated[
-        str | None, typer.Option(help="whsec_... secret to sign the request with.")
-    ] = None,
+    secret: Annotated[str | None, option("whsec_... secret to sign the request with.")] = None,
     timeout: Annotated[
         float,
-        typer.Option(
+        option(
+            "Seconds the handler has to answer, in all (more than 0, at most 300).",
             metavar="S",
-            help="Seconds the handler has to answer, in all (more than 0, at most 300).",
             callback=finite,
         ),
     ] = 30,
-    json_: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
+    json_: Annotated[bool, option("Print the whole report as JSON.", "--json")] = False,
 ) -> None:
     """Send a payload of EVENT to a handler and say what the platform would do.
 
