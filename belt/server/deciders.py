@@ -85,9 +85,7 @@ class PolicyDecider:
         return self.policy.decide(payload)
 
 
-def policy_decider(policy: Policy) -> Decider:
-    """A decider that applies a loaded policy."""
-    return PolicyDecider(policy)
+policy_decider: Callable[[Policy], Decider] = PolicyDecider  # a decider applying a policy
 
 
 def handler_decider(

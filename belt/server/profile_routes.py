@@ -45,13 +45,11 @@ def profile_routes(store: Store, report: Reporter | None = None) -> list[Route]:
         try:
             body = await receive_body(request.scope, request.receive)
             declaration = parse_json(body) if body.strip() else None
-            try:
-                record = await run_in_threadpool(write_profile, store, declaration)
-            except InvalidInput as exc:
-                raise Problem(422, exc.message, errors=[exc.message, *exc.problems]) from None
-            except BeltError as exc:
-                raise belt_problem(exc) from None
-        except Problem as problem:
+            record = await run_in_threadpool(write_profile, store, declaration)
+        except (Problem, BeltError) as exc:
+            problem = exc if isinstance(exc, Problem) else belt_problem(exc)
+            if isinstance(exc, InvalidInput):
+                problem.extra["errors"] = [exc.message, *exc.problems]
             report_api(report, "profile", "configuration", problem.status, problem.detail)
             return problem.response()
         report_api(report, "profile", "configuration", 200, f"revision {record['revision']}")

@@ -429,8 +429,7 @@ class Deliveries:
 
     def _entry(self, delivery_id: str) -> Entry:
         """A delivery's entry, read from its log when no longer held; NotFound when none."""
-        with self.lock:
-            entry = self.by_id.get(delivery_id)
+        entry = self.by_id.get(delivery_id)
         return entry if entry is not None else self._from_log(delivery_id)[0]
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
@@ -438,8 +437,7 @@ class Deliveries:
         delivery_id = self._full_id(delivery_id)
         parse_id(delivery_id)  # NotFound, before any read, for what is not a delivery's id
         self.refresh()
-        with self.lock:
-            entry = self.by_id.get(delivery_id)
+        entry = self.by_id.get(delivery_id)
         return self._from_log(delivery_id) if entry is None else (entry, self.read(entry))
 
     def _full_id(self, delivery_id: str) -> str:
@@ -496,7 +494,6 @@ class Deliveries:
                 "any override, not the whole answer"
             )
         warnings = record.get("warnings")
-        warnings = warnings if isinstance(warnings, list) else None
         headers = record.get("headers") if served else None
         problems = payload_problems(payload) if payload is not None else ["nothing was recorded"]
         effect = None
@@ -519,7 +516,9 @@ class Deliveries:
             "hook_index": number(record.get("hook_index")),
             # Recorded, not acted on (WIRE.md): the platform does not say what it means.
             "override": override,
-            "warnings": [w for w in warnings or () if isinstance(w, str)],
+            "warnings": [w for w in warnings if isinstance(w, str)]
+            if isinstance(warnings, list)
+            else [],
         }
 
     def summaries(self, ids: list[str]) -> list[Entry]:

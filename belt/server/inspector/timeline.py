@@ -71,8 +71,7 @@ def _message_item(message: Mapping[str, object]) -> dict[str, object] | None:
         "text": "\n".join(texts),
     }
     if role == "event":
-        events = [b.get("event") for b in content if isinstance(b, dict)]
-        kinds = {str(mapping(e).get("type")) for e in events}
+        kinds = {str(mapping(b.get("event")).get("type")) for b in content if isinstance(b, dict)}
         if kinds <= {"hook"}:
             return None
         item["event"] = sorted(kinds - {"hook"})[0]
@@ -81,10 +80,8 @@ def _message_item(message: Mapping[str, object]) -> dict[str, object] | None:
         item["tool_calls"] = [
             {
                 "id": call.get("id"),
-                "name": mapping(call.get("function")).get("name"),
-                "arguments": mapping(call.get("function")).get("arguments"),
-                "status": call.get("status"),
-                "result": call.get("result"),
+                **{key: mapping(call.get("function")).get(key) for key in ("name", "arguments")},
+                **{key: call.get(key) for key in ("status", "result")},
             }
             for call in calls
             if isinstance(call, dict)
@@ -188,8 +185,7 @@ def run_view(store: Store, run_id: str) -> dict[str, object]:
     timeline += _boundaries(store, run_id, gates)
     timeline += [_task_item(t) for t in report.get("hook_tasks", []) if t.get("run_id") == run_id]
     timeline.sort(key=_order)
-    summary = run_hook_summary(store, run_id)
-    simulation = report["simulation"]
+    summary, simulation = run_hook_summary(store, run_id), report["simulation"]
     children = [
         {"kind": kind, **child}
         for kind, found in (
@@ -212,9 +208,7 @@ def run_view(store: Store, run_id: str) -> dict[str, object]:
         "runs_of_chat": [r["id"] for r in report["runs"]],
         "journal": SERVE,
         "hook_summary": summary,
-        "hook_summary_text": [
-            {"text": text, "failed": failed} for text, failed in summary_text(summary)
-        ],
+        "hook_summary_text": [{"text": t, "failed": f} for t, f in summary_text(summary)],
     }
 
 
