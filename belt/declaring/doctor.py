@@ -350,24 +350,18 @@ def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
     """The full URL of a run's hook by its index, from its simulation's record of its hooks."""
 
     @functools.cache
-    def sim_of(run_id: str) -> object:
+    def hooks_of(run_id: str) -> list[object]:
         with suppress(BeltError):
-            return store.read(RUN, run_id).get("sim_id")
-        return None
-
-    @functools.cache
-    def hooks_of(sim_id: str) -> object:
-        with suppress(BeltError):
-            return read_hooks(store, sim_id).get("hooks")
-        return None
+            sim_id = store.read(RUN, run_id).get("sim_id")
+            hooks = read_hooks(store, sim_id).get("hooks") if isinstance(sim_id, str) else None
+            return hooks if isinstance(hooks, list) else []
+        return []
 
     def url(run_id: str, index: Any) -> str | None:
-        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        hooks = hooks_of(run_id)
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(hooks):
             return None
-        sim_id = sim_of(run_id)
-        hooks = hooks_of(sim_id) if isinstance(sim_id, str) else None
-        hook = hooks[index] if isinstance(hooks, list) and index < len(hooks) else None
-        handler = hook.get("handler") if isinstance(hook, dict) else None
+        handler = hook.get("handler") if isinstance(hook := hooks[index], dict) else None
         return handler if isinstance(handler, str) else None
 
     return url

@@ -55,8 +55,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     except ImportError:
         if not _hinted:
             _hinted = True
-            sys.stderr.write(INSTALL_HINT + "\n")
-            sys.stderr.flush()
+            print(INSTALL_HINT, file=sys.stderr, flush=True)
         return False
 
     resource = Resource.create()
@@ -141,11 +140,10 @@ def _once_per_process() -> None:
             if not self.said:
                 self.said = True
                 text = " ".join(record.getMessage().split())[:500]
-                sys.stderr.write(
-                    f"warning: traces not exported: {text} (this process drops its spans from "
-                    "now on)\n"
+                dropped = "(this process drops its spans from now on)"
+                print(
+                    f"warning: traces not exported: {text} {dropped}", file=sys.stderr, flush=True
                 )
-                sys.stderr.flush()
 
     logger = logging.getLogger("opentelemetry")
     logger.addHandler(Once(logging.WARNING))
