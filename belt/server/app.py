@@ -675,9 +675,9 @@ class PlatformApi:
             data, done, detail = await work
         except (Problem, BeltError) as exc:
             problem = exc if isinstance(exc, Problem) else belt_problem(exc)
-            self._report_api(action, target, problem.status, problem.detail)
+            report_api(self.report, action, target, problem.status, problem.detail)
             return problem.response()
-        self._report_api(action, done, 200, detail)
+        report_api(self.report, action, done, 200, detail)
         return envelope(data)
 
     async def list_interrupts(self, request: Request) -> list[InterruptJSON]:
@@ -769,10 +769,7 @@ class PlatformApi:
             try:
                 await self.sweep_once()
             except Problem as problem:
-                self._report_api("sweep", "-", problem.status, problem.detail)
+                report_api(self.report, "sweep", "-", problem.status, problem.detail)
             except Exception as exc:
-                self._report_api("sweep", "-", 500, f"{type(exc).__name__}: {exc}")
+                report_api(self.report, "sweep", "-", 500, f"{type(exc).__name__}: {exc}")
             await asyncio.sleep(interval)
-
-    def _report_api(self, action: str, target: str, status: int, detail: str) -> None:
-        report_api(self.report, action, target, status, detail)
