@@ -127,8 +127,6 @@ def paths() -> st.SearchStrategy[str]:
     )
 
 
-# -- paths, attacked ------------------------------------------------------------------------------
-
 DEFAULT_PATH_PATTERN = "/tmp/*"  # the spec's own policy example, when no property names one
 GLOB_SPECIAL = "*?["
 ELSEWHERE, ELSEWHERE_FROM_ETC = "/etc/passwd", "/root/.ssh/id_rsa"  # where a .. attack leads
@@ -355,9 +353,6 @@ spec_sample = sample_payload
 """The spec's own sample of an event (``belt trigger`` sends it too)."""
 
 
-# -- Nexus ----------------------------------------------------------------------------------------
-
-
 def _task_input(
     event: str, run: str, source: str, conversation: str | None, **extra: Any
 ) -> dict[str, object]:
@@ -412,9 +407,6 @@ def nexus_sample(event: str) -> dict[str, object]:
     if event == NexusEvent.PRE_COMPACT:
         task.update(compaction_trigger="byte_limit", overshoot_bytes=2048)
     return task
-
-
-# -- steering towards a property ------------------------------------------------------------------
 
 
 def matching_text(pattern: str, alphabet: Any = CHARACTERS) -> st.SearchStrategy[str]:

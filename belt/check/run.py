@@ -202,13 +202,13 @@ class Explorer:
     seed: int
     examples: int
     deadline: float
+    counted: Callable[[int], None] = lambda cases: None  # told the cases counted after each
+    traced: dict[str, str] = field(default_factory=dict)  # the attributes of each case's span
+    # The smallest failing case per check: (size, payload, detail).
     found: dict[str, tuple[tuple[int, int], Any, str]] = field(default_factory=dict)
-    """The smallest failing case per check: (size, payload, detail)."""
     flaky: set[str] = field(default_factory=set)
     again: dict[str, bool] = field(default_factory=dict)  # did the reported case fail again
     cut: bool = False  # shrinking stopped at its bound
-    counted: Callable[[int], None] | None = None  # told the cases counted after each
-    traced: dict[str, str] = field(default_factory=dict)  # the attributes of each case's span
 
     def record(self, check: str, detail: str, payload: Any) -> None:
         """Keep ``payload`` if it is the smallest failure of ``check`` so far (``data`` first)."""
@@ -230,8 +230,7 @@ class Explorer:
                 tracing.fail(span, "case failed")
         if counting:
             self.report.cases += 1
-            if self.counted is not None:
-                self.counted(self.report.cases)
+            self.counted(self.report.cases)
         for check, detail in failures:
             self.record(check, detail, payload)
         return failures
@@ -365,9 +364,6 @@ def _only_failures(exc: BaseException) -> bool:
     return isinstance(exc, CaseFailed | Flaky)
 
 
-# -- inference.sh handlers ------------------------------------------------------------------------
-
-
 def _decision(result: WebhookResult) -> str | None:
     response = result.response if result.error is None else None
     return None if response is None else str(response.effective_decision())
@@ -421,17 +417,12 @@ def platform_case(subject: Subject, sender: Sender, results: dict[str, CheckResu
         tally["redelivery"].cases += 1
         answers.latencies.append(second.duration_ms)
         if second.error is not None:
-            again = (
-                "same delivery again (same webhook-id)" if sender.secret else "same payload again"
-            )
-            return _failed(tally, "redelivery", f"the {again}: {second.error}")
+            again = "delivery again (same webhook-id)" if sender.secret else "payload again"
+            return _failed(tally, "redelivery", f"the same {again}: {second.error}")
         tally["deterministic"].cases += 1
-        once, twice = _decision(first), _decision(second)
-        if once != twice:
-            tally["deterministic"].warn(
-                f"the same payload got {once}, then {twice}; the platform acts on whichever "
-                "answer it gets"
-            )
+        if (once := _decision(first)) != (twice := _decision(second)):
+            acts = "the platform acts on whichever answer it gets"
+            tally["deterministic"].warn(f"the same payload got {once}, then {twice}; {acts}")
         return []
 
     return case
@@ -562,9 +553,6 @@ def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckR
         result.failure = first
 
 
-# -- Nexus executor tools -------------------------------------------------------------------------
-
-
 def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender) -> Case:
     """One case on an executor tool: the task input given twice (a retried task reuses it)."""
 
@@ -588,8 +576,7 @@ def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender
         first, took = call(task_input)
         tally["answers"].cases += 1
         tally["answers"].latencies.append(took)
-        found = problem(first)
-        if found is not None:
+        if (found := problem(first)) is not None:
             tally["result"].cases += found[0] == "result"
             return _failed(tally, *found)
         tally["result"].cases += 1
@@ -604,15 +591,11 @@ def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender
             for done in (first, second)
         )
         if once != twice:
-            tally["deterministic"].warn(
-                f"the same task input got {short(once, 100)}, then {short(twice, 100)}"
-            )
+            got = f"got {short(once, 100)}, then {short(twice, 100)}"
+            tally["deterministic"].warn(f"the same task input {got}")
         return []
 
     return case
-
-
-# -- the run --------------------------------------------------------------------------------------
 
 
 Progress = Callable[[str, int], None]
@@ -678,12 +661,10 @@ def run_check(
             try:
                 _reachable(subjects, sender)
                 for index, subject in enumerate(subjects):  # until the end or --max-time
-                    counted = None if progress is None else partial(progress, subject.event)
-                    if counted is not None:
-                        counted(report.cases)
-                    explorer = Explorer(report, chosen_seed, examples, deadline, counted=counted)
-                    explorer.traced = {"belt.check.event": subject.event}
-                    explorer.traced["belt.check.kind"] = subject.kind
+                    counted = partial(progress or (lambda event, cases: None), subject.event)
+                    counted(report.cases)
+                    traced = {"belt.check.event": subject.event, "belt.check.kind": subject.kind}
+                    explorer = Explorer(report, chosen_seed, examples, deadline, counted, traced)
                     if subject.kind == "executor":
                         _check_nexus(subject, sender, explorer)
                     else:
@@ -748,7 +729,7 @@ def _check_platform(
     save: Path | None,
     beyond_spec: bool,
 ) -> None:
-    report = explorer.report
+    report, examples = explorer.report, explorer.examples
     signed = ["signature"] if sender.secret else []
     results = results_of(
         subject, "answers", "body", "decision", "deterministic", "redelivery", *signed
@@ -775,9 +756,7 @@ def _check_platform(
         if prop.event != subject.event or report.stopped:
             continue
         result = CheckResult("property", subject.label, subject.event, name=prop.name)
-        steered = Explorer(
-            report, explorer.seed, explorer.examples, explorer.deadline, counted=explorer.counted
-        )
+        steered = Explorer(report, explorer.seed, examples, explorer.deadline, explorer.counted)
         steering = (prop.event, prop.tool, prop.arguments, prop.unless)
         steered.explore(
             generate.steered_payloads(*steering, beyond_spec=beyond_spec),

@@ -1,9 +1,7 @@
-"""Expectations: what a scenario says must have happened, checked against its report.
+"""Expectations: a scenario's ``[[expect]]`` tables, checked against its report once it ended.
 
-A scenario's ``[[expect]]`` tables are read with it and checked once the simulation has ended,
-against the report ``belt sim show --json`` prints. Each looks at one kind of thing, named by its
-subject key (``SUBJECTS``; docs/testing.md has the vocabulary). One on things that can happen many
-times passes when at least one matches every key it gives, or with ``count = N`` when exactly N do.
+Each looks at one kind of thing, named by its subject key (``SUBJECTS``; docs/testing.md). One on
+things that happen many times passes when one matches every key it gives (``count = N``: N do).
 """
 
 from __future__ import annotations
@@ -35,10 +33,8 @@ SUBJECTS = tuple(
     "fired latency_ms injected_tokens context_tokens event interrupt tool injection dedup_key "
     "row run_state continuations hold".split()
 )
-"""The keys that say what an expectation looks at, in the order they are recognised (``event``
-with ``fired`` counts a boundary; ``tool`` with ``interrupt`` or ``event`` is a filter)."""
+"""The keys that say what an expectation looks at, in the order they are recognised."""
 BUDGETS = ("latency_ms", "injected_tokens", "context_tokens")
-"""The subjects that are budgets: a measure of the record that must not exceed a number."""
 
 COMMON = ("name",)
 KEYS: dict[str, tuple[str, ...]] = {
@@ -106,8 +102,8 @@ class Expectation:
 
 @dataclass
 class Outcome:
-    """How one expectation fared: ``found`` says what happened instead when it failed;
-    ``anchors`` are the messages (by id) and runs it is about, for a transcript excerpt."""
+    """How one expectation fared: ``found`` says what happened instead; ``anchors`` (message ids)
+    and ``runs`` are what it is about."""
 
     expectation: Expectation
     passed: bool
@@ -126,9 +122,6 @@ class Outcome:
         }
 
 
-# -- reading -------------------------------------------------------------------------------------
-
-
 def check_expectations(
     raw: Any, dialect: str, findings: Findings, base: str = "expect"
 ) -> list[Expectation]:
@@ -143,8 +136,7 @@ def check_expectations(
 
 
 def expectations_of(loaded: Any) -> list[Expectation]:
-    """The compiled ``[[expect]]`` tables of a read scenario; InvalidInput (exit 5) naming the
-    scenario and every problem when one does not compile."""
+    """The compiled ``[[expect]]`` tables of a read scenario; InvalidInput (exit 5) if one fails."""
     findings = Findings()
     compiled = check_expectations(loaded.scenario.expect, loaded.dialect, findings)
     _refuse(loaded.source, findings.problems)
@@ -195,27 +187,18 @@ def _compile(
             "context_tokens" + (f"; did you mean {match!r} (not {key!r})?" if match else ""),
         )
         return None
-    allowed = (*KEYS[subject], *COMMON)
-    before = len(findings.problems)
-    for key in item:
-        if key not in allowed:
-            findings.error(
-                f"{path}.{key}",
-                f"unknown key here (allowed with {subject}: {', '.join(allowed)})"
-                f"{did_you_mean(key, allowed)}",
-            )
-    foreign = dialects.get(dialect or dialects.PLATFORM).foreign_subjects
-    if subject in foreign:
-        findings.error(f"{path}.{subject}", foreign[subject])
     compiler = _Compiler(item, path, dialect, findings)
+    before = len(findings.problems)
+    compiler.known(item, (*KEYS[subject], *COMMON), f"key here (allowed with {subject}: ", "")
+    if subject in (foreign := compiler.speaks.foreign_subjects):
+        compiler.error(subject, foreign[subject])
     conditions = compiler.conditions(subject)
     count, run = compiler.whole("count"), compiler.whole("run")
     if "name" in item and not isinstance(item["name"], str):
-        findings.error(f"{path}.name", f"expected a string, got {describe(item['name'])}")
-    negated = item.get("reached") is False or item.get("exists") is False
-    if negated and count is not None:
-        findings.error(f"{path}.count", "give count or a negative reached/exists, not both")
-    if negated:
+        compiler.error("name", f"expected a string, got {describe(item['name'])}")
+    if item.get("reached") is False or item.get("exists") is False:
+        if count is not None:
+            compiler.error("count", "give count or a negative reached/exists, not both")
         count = 0
     if len(findings.problems) > before:
         return None
@@ -231,6 +214,13 @@ class _Compiler:
 
     def error(self, key: str, rule: str) -> None:
         self.findings.error(f"{self.path}.{key}", rule)
+
+    def known(self, keys: dict[str, Any], allowed: tuple[str, ...], what: str, within: str) -> None:
+        """An error for each of ``keys`` not ``allowed`` (``what`` opens its parenthesis)."""
+        for key in keys:
+            if key not in allowed:
+                hint = did_you_mean(key, allowed)
+                self.error(f"{within}{key}", f"unknown {what}{', '.join(allowed)}){hint}")
 
     def value(self, key: str, ok: Test, expected: str, shown: Callable[[Any], str] = repr) -> Any:
         """The value of ``key``: None when it is not given or ``ok`` refuses it (an error)."""
@@ -258,13 +248,12 @@ class _Compiler:
         return value_matcher(value, f"{self.path}.{key}", self.findings)
 
     def choice(self, key: str, choices: tuple[str, ...]) -> Test | None:
-        value = self.item[key]
-        if value not in choices:
-            self.error(
-                key, f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}"
-            )
-            return None
-        return lambda found: found == value
+        if (value := self.item[key]) in choices:
+            return lambda found: found == value
+        self.error(
+            key, f"{value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}"
+        )
+        return None
 
     def optional_text(self, key: str) -> Test | None:
         """A pattern, or true / false for whether there is any."""
@@ -278,19 +267,13 @@ class _Compiler:
         if not isinstance(value, dict) or not value:
             self.error("row", f"expected a table of row fields, got {describe(value)}")
             return []
-        conditions = []
-        for key, pattern in value.items():
-            if key not in ROW_FIELDS:
-                self.error(
-                    f"row.{key}",
-                    f"unknown row field (allowed: {', '.join(ROW_FIELDS)})"
-                    f"{did_you_mean(key, ROW_FIELDS)}",
-                )
-                continue
-            test = value_matcher(pattern, f"{self.path}.row.{key}", self.findings)
-            if test is not None:
-                conditions.append(Condition(key, test))
-        return conditions
+        self.known(value, ROW_FIELDS, "row field (allowed: ", "row.")
+        tests = {
+            key: value_matcher(v, f"{self.path}.row.{key}", self.findings)
+            for key, v in value.items()
+            if key in ROW_FIELDS
+        }
+        return [Condition(key, test) for key, test in tests.items() if test is not None]
 
     def conditions(self, subject: str) -> list[Condition]:
         """Every key of the expectation but count, run, name and the switches, as conditions."""
@@ -364,9 +347,6 @@ def _quoted(text: str) -> str:
 
 
 _UNPRINTED = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-
-
-# -- checking ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -586,8 +566,8 @@ def _collection(expectation: Expectation, items: list[Item]) -> Outcome:
 
 
 def _candidates(expectation: Expectation, items: list[Item]) -> list[Item]:
-    """The items nearest to matching: those that match the expectation's subject key (the
-    tool, the event...); for rows, those that match the most of its fields."""
+    """The items nearest to matching: what it is about (its tool and arguments...), else its
+    subject key alone; for rows, those that match the most of its fields."""
     if expectation.subject == "row":
         scored = [(sum(_holds(c, item) for c in expectation.conditions), item) for item in items]
         best = max((score for score, _ in scored), default=0)
@@ -596,8 +576,6 @@ def _candidates(expectation: Expectation, items: list[Item]) -> list[Item]:
     near |= {"event": ("event", "handler", "tool", "arguments")}
     near |= {"interrupt": ("interrupt", "tool", "arguments")}
     selectors = near[expectation.subject]
-    # Those that match what the expectation is about (its tool and arguments...), else those
-    # that match its subject key alone.
     for keys in (selectors, selectors[:1]):
         keyed = [c for c in expectation.conditions if c.key in keys]
         found = [item for item in items if all(_holds(c, item) for c in keyed)]
@@ -610,8 +588,7 @@ def _holds(condition: Condition, item: Item) -> bool:
     return condition.key in item.fields and condition.test(item.fields[condition.key])
 
 
-SHOWN = 6
-"""How many items a failure lists."""
+SHOWN = 6  # how many items a failure lists
 
 
 def _failed(expectation: Expectation, found: str, items: list[Item]) -> Outcome:
@@ -630,8 +607,7 @@ def _fired(expectation: Expectation, facts: Facts) -> Outcome:
 
 
 def run_hold(run: ReportRun) -> object:
-    """Why a run is held: a platform gate's ``hook_gate``, a Nexus attention hold's reason
-    (``timeout``...), or None when it is not held."""
+    """Why a run is held (``hook_gate``, a Nexus hold's ``timeout``...), or None."""
     if run.get("state") == ATTENTION_HOLD:
         attention = run.get("attention")
         return attention.get("reason") if attention else None
@@ -669,9 +645,6 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
     return Outcome(expectation, False, text, runs=[str(run["id"])])
 
 
-# -- hook failures no expectation names ------------------------------------------------------
-
-
 class HookFailure(TypedDict):
     """A failed hook call no expectation names, as ``belt test --json`` prints it."""
 
@@ -685,8 +658,7 @@ class HookFailure(TypedDict):
 
 
 def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list[HookFailure]:
-    """The failed sync hook calls that no ``event`` expectation with an ``error`` key, nor ``row``
-    expectation with an ``error`` field, names, each with how it was counted."""
+    """The failed sync hook calls no expectation on their ``error`` names, and how each counted."""
     facts = Facts(report)
     if not facts.speaks.unnamed_failures(report):
         return []
@@ -713,9 +685,6 @@ def unnamed_failures(expectations: list[Expectation], report: SimReport) -> list
     return unnamed
 
 
-# -- budgets ---------------------------------------------------------------------------------
-
-
 def latency_of(record: Mapping[str, object]) -> float:
     """How long one hook call took, in ms: its ``latency_ms``, else its ``duration_ms``."""
     value = record.get("latency_ms")
@@ -724,8 +693,7 @@ def latency_of(record: Mapping[str, object]) -> float:
 
 
 def percentile_95(values: list[float]) -> float:
-    """The 95th percentile of ``values`` by the nearest rank: the smallest value that at least
-    95 % of them do not exceed (the largest, for fewer than 20)."""
+    """The 95th percentile of ``values`` by the nearest rank (the largest, for fewer than 20)."""
     ordered = sorted(values)
     rank = max(1, -(-95 * len(ordered) // 100))
     return ordered[rank - 1]
@@ -742,8 +710,7 @@ def deliveries(facts: Facts) -> list[Item]:
 
 
 def injected_per_turn(facts: Facts) -> list[Item]:
-    """The tokens each handler injected for each model turn (the injections it made before
-    that turn, summed), in the token estimate the context is sized with."""
+    """The tokens each handler injected for each model turn (its injections before it, summed)."""
     sums: dict[tuple[Any, Any, int], int] = {}
     for message in facts.messages:
         if message.get("role") != "injection":

@@ -129,8 +129,6 @@ class ScenarioRun:
         self.report = self.result.report
         self.facts = Facts(self.report)
 
-    # -- the snapshot ------------------------------------------------------------------------
-
     @property
     def snapshot(self) -> str:
         """The record as ``belt test --snapshot`` stores it (``belt.testing.snapshot``)."""
@@ -151,8 +149,6 @@ class ScenarioRun:
             lines = [text for text, _ in snapshot_lines(comparison.to_json(), update=UPDATE_OPTION)]
             raise AssertionError("\n".join(lines))
 
-    # -- the transcript ---------------------------------------------------------------------
-
     @property
     def transcript(self) -> str:
         """The transcript as ``belt sim show`` prints it."""
@@ -161,8 +157,6 @@ class ScenarioRun:
     def rows(self, **fields: object) -> list[dict[str, object]]:
         """The transcript rows whose fields equal or match (globs, ``re:``) the ones given."""
         return [item.fields for item in self.facts.rows() if _fits(item.fields, fields)]
-
-    # -- runs --------------------------------------------------------------------------------
 
     @property
     def state(self) -> str | None:
@@ -191,8 +185,6 @@ class ScenarioRun:
         run = self.facts.run(None)
         hold = run_hold(run) if run else None
         return str(hold) if hold is not None else None
-
-    # -- hooks and tools ---------------------------------------------------------------------
 
     def hook_runs(self, event: str | None = None, **fields: object) -> list[dict[str, object]]:
         """The hook runs, in order; only those on ``event`` and fitting ``fields`` when given."""
@@ -237,8 +229,6 @@ class ScenarioRun:
     def interrupts(self) -> list[InterruptJSON]:
         """The interrupts gates opened (InterruptDTOs), settled or not."""
         return list(self.report.get("interrupts") or [])
-
-    # -- expectations ------------------------------------------------------------------------
 
     def expect(self, **expectation: Any) -> None:
         """Check one expectation of ``[[expect]]``; AssertionError saying what happened instead."""

@@ -54,9 +54,6 @@ def snapshot_path(scenario: Path) -> Path:
     return scenario.parent / DIRECTORY / f"{scenario.name}.json"
 
 
-# -- making one --------------------------------------------------------------------------------
-
-
 class _Names:
     """Stable names for the ids of one record, given in the order they first appear."""
 
@@ -162,9 +159,6 @@ def snapshot_text(report: Mapping[str, object], *, virtual_clock: bool) -> str:
 def _part_order(key: str) -> tuple[int, str]:
     """The record's parts in the order of ``FIRST``, then the rest."""
     return (FIRST.index(key) if key in FIRST else len(FIRST), key)
-
-
-# -- comparing ---------------------------------------------------------------------------------
 
 
 @dataclass

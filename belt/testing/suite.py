@@ -446,8 +446,6 @@ def scenario_store(home: Path | None) -> Iterator[Store]:
         yield Store(home / "store", shapes=True)
 
 
-# -- JUnit XML ------------------------------------------------------------------------------------
-
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
