@@ -19,6 +19,7 @@ from belt.cli.options import (
     argument,
     moment_option,
     option,
+    passed_on,
     start_tracing,
 )
 from belt.display import output, render
@@ -113,13 +114,17 @@ class SimLive:
         self._countdown.stop()  # a LiveLine stopped twice, or never started, does nothing
 
 
-def simulate(
-    ctx: typer.Context, start: Simulation, json_: bool, strict: bool, **given: Any
-) -> None:
+OWN = ("json_", "strict", "otlp", "trace", "verbose_")
+"""The options ``simulate`` reads itself, which every command that simulates has."""
+
+
+def simulate(ctx: typer.Context, start: Simulation, **given: Any) -> None:
     """Run ``start`` (a scenario, or a run resumed) reporting live, then print the rest and the
-    hook-call summary; exit 1 on a failed run or attention hold (or ``strict``'s failures)."""
+    hook-call summary; exit 1 on a failed run or attention hold (or --strict's failures)."""
     from belt.engine.hooksummary import strict_failures, summary_text  # start-up: the engine
 
+    json_, strict = ctx.params["json_"], ctx.params["strict"]
+    start_tracing(ctx.params["otlp"], ctx.params["trace"])
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
     try:
         report, executed = start(report=live, **given)
@@ -234,21 +239,14 @@ def run(
     """
     from belt.engine.entrypoints import run_scenario  # start-up: the engine
 
-    start_tracing(otlp, trace)
     simulate(
         ctx,
         run_scenario,
-        json_,
-        strict,
-        scenario=scenario,
+        **passed_on(ctx, "hooks", "executor", "route", "clock", *OWN),
         hooks_file=hooks,
-        fail_closed=fail_closed,
         executors=executor or [],
-        wait=wait,
         routes=route or [],
-        offline=offline,
         clock=moment_option(clock, "--clock"),
-        ephemeral=ephemeral,
     )
 
 
@@ -281,17 +279,7 @@ def resume(
     """
     from belt.engine.entrypoints import resume_run  # start-up: the engine
 
-    start_tracing(otlp, trace)
-    simulate(
-        ctx,
-        resume_run,
-        json_,
-        strict,
-        run_id=run_id,
-        last=last,
-        executors=executor or [],
-        wait=wait,
-    )
+    simulate(ctx, resume_run, run_id=run_id, last=last, executors=executor or [], wait=wait)
 
 
 @app.command()
