@@ -112,7 +112,6 @@ RunEvent = TypedDict(
         "routed_to": NotRequired[str],
         "payload": NotRequired[object],
     },
-    total=True,
 )
 """One line of a run's event log (kind ``events``): a ``hook.executed`` agent event."""
 
