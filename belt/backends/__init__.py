@@ -1,2 +1,1 @@
-"""Where a command's interrupts, chat settings and profile live: the local store or a
-platform's API, chosen by ``--api`` (``backend``), and the platform API's client (``remote``)."""
+"""The local store or (``--api``) a platform's API, for a command's interrupts and settings."""

@@ -31,6 +31,7 @@ from belt.usercode.loader import collector_paused
 
 with collector_paused():  # the engine's modules, imported with the collector paused
     from belt.engine.dispatch import load_handlers, parse_routes
+    from belt.engine.offline import network_problems
     from belt.engine.readback import build_report
     from belt.engine.readback import list_runs as list_all
     from belt.engine.scenario import LoadedScenario, check_storable, read_scenario
@@ -156,15 +157,12 @@ def run_scenario(
         for warning in getattr(loaded, "warnings", []):  # a path read from the current directory
             report({"kind": "warning", "text": warning})
     declared = with_scenario_executors(getattr(loaded.scenario, "executors", {}), executors or [])
-    if offline:
-        from belt.engine.offline import network_problems  # noqa: PLC0415 - start-up: for --offline only
-
-        if problems := network_problems(loaded, parse_routes(routes or []), declared):
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise UsageError(
-                f"{scenario}: {problems[0]}{more}",
-                hint="--offline delivers only to loopback addresses, py: handlers and routed URLs",
-            )
+    if offline and (problems := network_problems(loaded, parse_routes(routes or []), declared)):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(
+            f"{scenario}: {problems[0]}{more}",
+            hint="--offline delivers only to loopback addresses, py: handlers and routed URLs",
+        )
     store = MemoryStore(shapes=True) if ephemeral else open_store()
     options = simulation_options(
         store,

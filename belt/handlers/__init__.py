@@ -1,1 +1,1 @@
-"""Hook handlers: one small module per handler type (webhook, task, gate)."""
+"""Hook handlers: webhooks (``webhook``) and in-process ``py:`` handlers (``inprocess``)."""

@@ -26,7 +26,7 @@ from pydantic_core import from_json
 
 from belt.display.text import describe, printable, short
 from belt.errors import BeltError, InvalidInput
-from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, encode_payload
+from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, checked_answer, encode_payload
 from belt.reading.strictjson import StrictJSONError, check_value
 from belt.usercode.loader import (
     asks_for,
@@ -39,7 +39,6 @@ from belt.wire.platform import LifecycleHookPayload, LifecycleHookResponse
 from belt.wire.validate import (
     IN_PROCESS_PREFIX,
     POLICY_PREFIX,
-    check_response,
     model_problems,
 )
 
@@ -132,11 +131,7 @@ def read_value(value: Any) -> Answer:
         return Answer(
             None, f"it is not JSON a webhook could send: {short(printable(str(exc)), 120)}"
         )
-    try:
-        response, warnings = check_response(value)
-    except ValidationError as exc:
-        return Answer(None, "; ".join(model_problems(exc)))
-    return Answer(response, None, warnings)
+    return checked_answer(value)
 
 
 @dataclass(slots=True)

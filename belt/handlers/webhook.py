@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -146,6 +147,11 @@ def _read_answer(text: str) -> Answer:
         return Answer(LifecycleHookResponse())
     if not isinstance(document, dict):
         return Answer(None, f"expected a JSON object, got {describe(document)}")
+    return checked_answer(document)
+
+
+def checked_answer(document: dict[str, Any]) -> Answer:
+    """A JSON object checked as a LifecycleHookResponse (unknown keys: warnings)."""
     try:
         response, warnings = check_response(document)
     except ValidationError as exc:
