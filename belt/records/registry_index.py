@@ -289,8 +289,7 @@ class SearchIndex:
         excluded = frozenset(exclude_ids)
         self._run("BEGIN")
         try:
-            reflects = self._run("SELECT (SELECT value FROM meta WHERE key = 'journal')").fetchone()
-            if journal is not None and reflects[0] != journal:
+            if journal is not None and self.journal() != journal:
                 raise Stale
             for rarer in _shortlists(self._counts(phrases)):
                 held = self._held(phrases, rarer, needed)
