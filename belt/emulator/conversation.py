@@ -219,15 +219,9 @@ class SimQueue:
                 job()
             except Exception as exc:  # one failed run is reported; the server goes on
                 if self.report is not None:
-                    self.report(
-                        {
-                            "kind": "resume",
-                            "at": now_iso(),
-                            "run_id": "-",
-                            "sim_id": sim_id,
-                            "error": f"{type(exc).__name__}: {exc}",
-                        }
-                    )
+                    error = f"{type(exc).__name__}: {exc}"
+                    failed = {"kind": "resume", "at": now_iso(), "run_id": "-", "sim_id": sim_id}
+                    self.report({**failed, "error": error})
 
     def close(self) -> None:
         """Wait for the runs being driven, drop the queued ones (they go on at the next start)."""

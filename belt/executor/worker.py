@@ -80,16 +80,10 @@ class Worker:
                     served.append(final)
             elif task["id"] not in self._skipped and self.report is not None:
                 self._skipped.add(str(task["id"]))
-                self.report(
-                    {
-                        "kind": "skip",
-                        "at": timestamp(utcnow()),
-                        "event": task["event"],
-                        "task_key": task["task_key"],
-                        "tool": task["tool"],
-                        "detail": f"this worker does not serve {task['tool']}",
-                    }
-                )
+                tool = task["tool"]
+                named = {"event": task["event"], "task_key": task["task_key"], "tool": tool}
+                detail = f"this worker does not serve {tool}"
+                self.report({"kind": "skip", "at": timestamp(utcnow()), **named, "detail": detail})
         return served
 
     def run(self, *, once: bool = False, poll_interval: float = 0.05) -> int:
