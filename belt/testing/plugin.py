@@ -302,11 +302,12 @@ class ScenarioRunner:
         ``[[expect]]`` tables must hold; a target off this machine fails unless ``allow_network``.
         """
         from belt.declaring.declarations import read_document  # noqa: PLC0415 - start-up: pytest loads this plugin
+        from belt.engine.scenario import scenario_from_document  # noqa: PLC0415 - start-up: pytest loads this plugin
         from belt.testing.suite import run_loaded  # noqa: PLC0415 - start-up: pytest loads this plugin
 
         try:
             if isinstance(scenario, dict):
-                document = copy.deepcopy(scenario)
+                document: Any = copy.deepcopy(scenario)
                 source, directory = self.name, self.directory
             else:
                 scenario = find_file(scenario, self.directory, 'belt_scenario("{}")')
@@ -315,7 +316,14 @@ class ScenarioRunner:
             if hooks_file is not None:
                 spelling = 'belt_scenario(..., hooks_file="{}")'
                 hooks_file = find_file(hooks_file, self.directory, spelling)
-            loaded = self.load(document, source, directory, hooks_file, executors)
+            if isinstance(document, dict):  # its callables registered as handlers
+                for hook in (document.get("agent") or {}).get("hooks") or []:
+                    if isinstance(hook, dict) and callable(hook.get("handler")):
+                        hook["handler"] = self.target(hook["handler"])
+                if executors:
+                    given = {tool: self.target(target) for tool, target in executors.items()}
+                    document["executors"] = {**(document.get("executors") or {}), **given}
+            loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
         except BeltError as exc:
             problems = "".join(f"\n  {problem}" for problem in exc.problems)
             pytest.fail(f"{exc.message}{problems}", pytrace=False)
@@ -356,26 +364,6 @@ class ScenarioRunner:
         if isinstance(result, str):
             pytest.fail(f"the scenario could not run: {result}", pytrace=False)
         return cast("ScenarioResult", result)
-
-    def load(
-        self,
-        document: Any,
-        source: str,
-        directory: Path,
-        hooks_file: Path | None,
-        executors: dict[str, Target] | None,
-    ) -> Any:
-        """The scenario of ``document``, its callables registered as handlers."""
-        from belt.engine.scenario import scenario_from_document  # noqa: PLC0415 - start-up: pytest loads this plugin
-
-        if isinstance(document, dict):
-            for hook in (document.get("agent") or {}).get("hooks") or []:
-                if isinstance(hook, dict) and callable(hook.get("handler")):
-                    hook["handler"] = self.target(hook["handler"])
-            if executors:
-                given = {tool: self.target(target) for tool, target in executors.items()}
-                document["executors"] = {**(document.get("executors") or {}), **given}
-        return scenario_from_document(document, source, directory, hooks_file=hooks_file)
 
     def target(self, target: Target) -> str:
         """A target as given, or a callable's ``py:`` reference (registered for this test)."""

@@ -25,9 +25,6 @@ from belt.store.files import atomic_write
 
 DIRECTORY = "__snapshots__"  # beside a scenario: __snapshots__/FILE.json
 DURATIONS = frozenset({"duration_ms", "latency_ms"})  # measured times, left out
-# A Nexus hook task waits for a real executor: its times are wall time on a virtual clock too.
-ON_WALL_TIME = ("hook_tasks",)
-LEFT_OUT = {"simulation": ("source",)}  # where it ran (the scenario's absolute path)
 # What of a hook task's claim names the worker process that ran it; its mark stays.
 CLAIMANT = ("by", "host", "pid", "started")
 # The name of each id prefix (others keep their prefix: ``<rp:1>``).
@@ -115,9 +112,8 @@ def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[st
     """The stable form of a report: ids named in order, no durations or hook summary, timestamps
     only on a virtual clock."""
     record = {key: value for key, value in report.items() if key != "hook_summary"}
-    for part, keys in LEFT_OUT.items():
-        if isinstance(within := record.get(part), dict):
-            record[part] = {k: v for k, v in within.items() if k not in keys}
+    if isinstance(simulation := record.get("simulation"), dict):  # not its scenario's full path
+        record["simulation"] = {k: v for k, v in simulation.items() if k != "source"}
     # Async hooks finish in their own time, so their records interleave with the others in
     # no fixed order: they are named after the rest and listed last, in the order of their
     # stable form.
@@ -130,9 +126,8 @@ def snapshot_of(report: Mapping[str, object], *, virtual_clock: bool) -> dict[st
     names.learn([record, late])
     wall = not virtual_clock
     stable = names.value(record, wall=wall)
-    for part in ON_WALL_TIME:
-        if part in record:
-            stable[part] = names.value(record[part], wall=True)
+    if "hook_tasks" in record:  # a Nexus hook task waits for a real executor: on wall time
+        stable["hook_tasks"] = names.value(record["hook_tasks"], wall=True)
     stable["hook_executions"] += sorted(
         names.value(late, wall=wall), key=lambda item: json.dumps(item, sort_keys=True)
     )
