@@ -19,8 +19,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
 )
-_YEARS = (1970, 9000)
-"""The years a virtual clock may show: room for the longest deadline after it, on any platform."""
+_YEARS = (1970, 9000)  # a virtual clock's years: room for the longest deadline after it
 _DURATION = re.compile(r"(?:(\d{1,7})d)?(?:(\d{1,8})h)?(?:(\d{1,9})m)?(?:(\d{1,10})s)?", re.ASCII)
 DURATION_MAX = timedelta(days=3650)  # the most one move of a virtual clock may span (ten years)
 

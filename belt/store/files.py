@@ -28,8 +28,7 @@ OBJECT_MAX = 64 * MiB  # the most bytes of one object file (or private file) bel
 LINE_MAX = 64 * MiB  # the most bytes of one line of a log or an index belt reads
 HEADER_MAX = 4096  # the most bytes of a line file's header line
 
-SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-"""Added to every open of a store file: no link at its name is followed, no FIFO waited on."""
+SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # for every open of a store file
 
 
 class UnsafeFile(Exception):
@@ -114,8 +113,7 @@ def fsync_dir(directory: Path) -> None:
 
 
 TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-TEMP_TRIES = 100
-"""How many names of its own a write tries for its temporary file before it asks ``tempfile``."""
+TEMP_TRIES = 100  # names of its own a write tries for its temporary file, then tempfile's
 _temp_numbers = itertools.count()
 
 

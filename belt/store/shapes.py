@@ -25,8 +25,7 @@ OPTIONAL = None.__class__
 ANYTHING = object
 
 Kinds = tuple[type, ...]
-Shape = tuple[dict[str, Kinds], dict[str, Kinds]]
-"""Required fields and optional fields, each with the types its value may have."""
+Shape = tuple[dict[str, Kinds], dict[str, Kinds]]  # required and optional fields, their types
 
 RECORDS: dict[str, object] = {}  # the TypedDict of each kind of record, as its owner registered it
 

@@ -515,13 +515,11 @@ class Store:
                 # No complete line yet: a new log whose first append is still being made.
                 return LogLines([], 0, restarted, self.schema)
             version = self._check_header(path, header[:-1], "log")
-            end = max(offset, len(header))
-            taken = 0
+            first = end = max(offset, len(header))
             for start, line in iter_lines(handle, end):
                 found.append((start, line))
                 end = start + len(line) + 1
-                taken += len(line) + 1
-                if max_bytes is not None and taken >= max_bytes:
+                if max_bytes is not None and end - first >= max_bytes:
                     break
         return LogLines(found, end, restarted, version)
 

@@ -36,8 +36,7 @@ GRACE = 1.0  # seconds a worker whose pipe to belt closed has to end on its own 
 THREAD_GRACE = 0.5  # seconds the threads a case started (not daemons) have to end once it returned
 POLL = 1.0  # seconds between looks at the workers for one that was stopped (SIGSTOP)
 WORDS = 512  # bytes of each worker's last words (why it ended, when it could say)
-MESSAGE_MAX = 1 << 31
-"""The most bytes one message from a worker may have: a longer one is not belt's."""
+MESSAGE_MAX = 1 << 31  # the most bytes of one message from a worker (a longer one is not belt's)
 
 _LENGTH = struct.Struct("<Q")
 _SEAT = struct.Struct("<I")
@@ -46,8 +45,7 @@ _ERRORS: dict[int, type[BeltError]] = {
     int(kind.exit_code): kind
     for kind in (UsageError, NotFound, Conflict, InvalidInput, Unreachable)
 }
-Lost = Callable[[tuple[Any, ...], str], Any] | None
-"""What an item whose worker ended, or that failed, becomes: ``lost(item, cause)``."""
+Lost = Callable[[tuple[Any, ...], str], Any] | None  # lost(item, cause): what a lost item becomes
 
 
 def can_fork() -> bool:
