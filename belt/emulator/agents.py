@@ -82,9 +82,8 @@ def check_tools(raw: Any, base: str) -> dict[str, ToolSetting]:
         if (kind := tool.get("type")) is not None and not isinstance(kind, str):
             problems.append(f"{where}.type: expected a string, got {describe(kind)}")
         if not isinstance((approval := tool.get("require_approval", False)), bool):
-            problems.append(
-                f"{where}.require_approval: expected a boolean, got {describe(approval)}"
-            )
+            got = describe(approval)
+            problems.append(f"{where}.require_approval: expected a boolean, got {got}")
         timeout = 0 if tool.get("approval_timeout") is None else tool["approval_timeout"]
         if not is_int(timeout) or not 0 <= timeout <= GATE_TIMEOUT_MAX:
             problems.append(

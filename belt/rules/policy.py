@@ -52,19 +52,16 @@ class Rule:
 
     def matches(self, payload: LifecycleHookPayload) -> bool:
         """True when every condition of the rule holds for ``payload``."""
-        if self.event is not None and payload.event != self.event:
-            return False
-        if self.chat_id is not None and not self.chat_id.match(payload.chat_id):
-            return False
-        if self.turn_min is not None and payload.turn_count < self.turn_min:
-            return False
-        if self.turn_max is not None and payload.turn_count > self.turn_max:
-            return False
         data = payload.data or {}
-        if self.tool is not None:
-            if not isinstance(tool := data.get("tool"), str) or not self.tool.match(tool):
-                return False
-        return not self.arguments or arguments_match(self.arguments, data.get("arguments"))
+        tool = data.get("tool")
+        return (
+            (self.event is None or payload.event == self.event)
+            and (self.chat_id is None or self.chat_id.match(payload.chat_id) is not None)
+            and (self.turn_min is None or payload.turn_count >= self.turn_min)
+            and (self.turn_max is None or payload.turn_count <= self.turn_max)
+            and (self.tool is None or (isinstance(tool, str) and self.tool.match(tool) is not None))
+            and (not self.arguments or arguments_match(self.arguments, data.get("arguments")))
+        )
 
 
 @dataclass(frozen=True)

@@ -214,9 +214,9 @@ def _check_handler(
         if (builtin := BUILTINS.get(handler)) is None:
             findings.error(hpath, not_one_of(handler, "a builtin", BUILTINS))
         elif event is not None and event not in builtin.events:
+            allowed = ", ".join(builtin.events)
             findings.error(
-                f"{path}.event",
-                f"{handler} cannot attach to {event} (allowed: {', '.join(builtin.events)})",
+                f"{path}.event", f"{handler} cannot attach to {event} (allowed: {allowed})"
             )
 
 
@@ -239,10 +239,8 @@ def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookRespons
         f"{short(printable(path), 60)}: unknown key in the answer, ignored{_answer_key_near(path)}"
         for path in unknown[:MAX_UNKNOWN_KEY_WARNINGS]
     ]
-    if len(unknown) > MAX_UNKNOWN_KEY_WARNINGS:
-        warnings.append(
-            f"… and {len(unknown) - MAX_UNKNOWN_KEY_WARNINGS} more unknown keys, ignored"
-        )
+    if (more := len(unknown) - MAX_UNKNOWN_KEY_WARNINGS) > 0:
+        warnings.append(f"… and {more} more unknown keys, ignored")
     return response, warnings
 
 
