@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -694,9 +695,7 @@ def latency_of(record: Mapping[str, object]) -> float:
 
 def percentile_95(values: list[float]) -> float:
     """The 95th percentile of ``values`` by the nearest rank (the largest, for fewer than 20)."""
-    ordered = sorted(values)
-    rank = max(1, -(-95 * len(ordered) // 100))
-    return ordered[rank - 1]
+    return sorted(values)[max(1, -(-95 * len(values) // 100)) - 1]
 
 
 def deliveries(facts: Facts) -> list[Item]:
@@ -711,14 +710,13 @@ def deliveries(facts: Facts) -> list[Item]:
 
 def injected_per_turn(facts: Facts) -> list[Item]:
     """The tokens each handler injected for each model turn (its injections before it, summed)."""
-    sums: dict[tuple[Any, Any, int], int] = {}
+    sums: Counter[tuple[Any, Any, int]] = Counter()
     for message in facts.messages:
-        if message.get("role") != "injection":
-            continue
-        sim = message.get("sim") or {}
-        info = sim.get("injection") or {}
-        key = (message.get("agent_run_id"), info.get("source"), int(info.get("turn") or 0) + 1)
-        sums[key] = sums.get(key, 0) + int(sim.get("tokens") or 0)
+        if message.get("role") == "injection":
+            sim = message.get("sim") or {}
+            info = sim.get("injection") or {}
+            key = (message.get("agent_run_id"), info.get("source"), int(info.get("turn") or 0) + 1)
+            sums[key] += int(sim.get("tokens") or 0)
     items = []
     for (run_id, handler, turn), tokens in sums.items():
         text = f"{handler}: {tokens} token(s) for model turn {turn}"
@@ -759,10 +757,8 @@ def _budget(expectation: Expectation, facts: Facts) -> Outcome:
         which = "the 95th percentile" if p95 else "the slowest"
         slow = [item for item in items if item.fields["latency"] > limit]
         over = sorted(slow, key=lambda item: -float(item.fields["latency"]))
-        found = (
-            f"{which} of {len(items)} call(s) took {_ms(value)}, over the budget of {limit:g} ms:"
-        )
-        return _failed(expectation, found, over)
+        took = f"{which} of {len(items)} call(s) took {_ms(value)}"
+        return _failed(expectation, f"{took}, over the budget of {limit:g} ms:", over)
     value = max((int(item.fields["tokens"]) for item in items), default=0)
     if value <= limit:  # a whole number >= 0
         return Outcome(expectation, True)

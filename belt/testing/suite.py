@@ -305,14 +305,13 @@ def run_one(
     path: Path,
     document: Any,
     *,
-    routes: list[str],
-    allow_network: bool,
     fail_unfired: bool,
     snapshot: str | None,
-    keep: Path | None,
     trace: dict[str, str] | None = None,
+    **options: Any,
 ) -> ScenarioResult:
-    """One scenario of the suite, errors its result; its span is a child of ``trace``'s."""
+    """One scenario of the suite, errors its result (``options``: ``run_loaded``'s); its span is
+    a child of ``trace``'s."""
     name = shown_name(path)
     started = time.perf_counter()
     with (
@@ -336,13 +335,7 @@ def run_one(
                 )
             else:
                 result = run_loaded(
-                    name,
-                    loaded,
-                    routes=routes,
-                    started=started,
-                    expectations=expectations,
-                    allow_network=allow_network,
-                    keep=keep,
+                    name, loaded, started=started, expectations=expectations, **options
                 )
         if fail_unfired:  # a scenario that declares a hook that never fired fails
             result.unfired = never_fired(result.coverage) if result.status != "error" else []
