@@ -509,15 +509,10 @@ def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], li
     path = index_path(store, owner)
     for attempt in (1, 2):
         try:
-            size = store.index_size(ENTRIES, owner)
-            if size == 0:
+            if (size := store.index_size(ENTRIES, owner)) == 0:
                 return []  # the owner never had an entry
-            try:
-                index = reader(path, durable=store.fsync)
-            except IndexDamaged:
-                index = None
-            if index is not None:
-                with suppress(Stale):
+            with suppress(IndexDamaged, Stale):
+                if (index := reader(path, durable=store.fsync)) is not None:
                     return ask(index, size)
             forget(path)
             _change(store, owner, lambda index: None)
