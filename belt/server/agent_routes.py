@@ -98,8 +98,7 @@ def agent_routes(emulator: Emulator) -> list[BaseRoute]:
     async def run(request: Request) -> Any:
         """POST /agents/run: a message to an emulated chat (a new one when chat_id is null)."""
         body = await read_json_object(request)
-        named = code_named(body)
-        if named is not None:
+        if (named := code_named(body)) is not None:
             where, handler = named
             raise Problem(
                 400,

@@ -192,8 +192,7 @@ class ReplayGuard:
                 break
             del self._seen[oldest]
             self._kept_bytes -= self._kept.pop(oldest, 0)
-        seen = self._seen.get(msg_id)
-        if seen is not None:
+        if (seen := self._seen.get(msg_id)) is not None:
             return seen, False
         if self.forgotten_signed is not None and signed <= self.forgotten_signed:
             return None, False
@@ -329,8 +328,7 @@ class HookService:
         if traced is not None:
             served_hook(record, self.kind, traced)
         if self.journal is not None:  # answered once the line is written
-            error = await self.journal.write(record)
-            if error is not None:
+            if (error := await self.journal.write(record)) is not None:
                 record["journal_error"] = error
         if self.report is not None:
             self.report(record)  # type: ignore[arg-type]  # a ServeLine is a dict of its fields

@@ -28,8 +28,7 @@ ANSWER_MAX_BYTES = 1024 * 1024
 
 def check_forward_url(url: str) -> str:
     """``--forward-to URL``: an absolute http(s) URL, else a usage error."""
-    reason = check_webhook_url(url)
-    if reason:
+    if reason := check_webhook_url(url):
         raise UsageError(f"--forward-to {url!r}: the URL {reason}")
     return url
 

@@ -89,8 +89,7 @@ def allowed_host_name(spec: str) -> str:
 
 def host_allowed(value: str, allowed: Iterable[str] = ()) -> bool:
     """True when a ``Host`` value names this machine or an ``allowed`` name (any port)."""
-    parsed = split_host(value)
-    if parsed is None:
+    if (parsed := split_host(value)) is None:
         return False
     name = parsed[0]
     return is_loopback_name(name) or name in allowed

@@ -351,8 +351,7 @@ class StopCutOff:
         record["status"] = 503
         record["error"] = detail
         record["duration_ms"] = round((time.time() - started) * 1000, 3)
-        error = append_one(open_store(), record)
-        if error is not None:
+        if (error := append_one(open_store(), record)) is not None:
             record["journal_error"] = error
         if self.report is not None:
             self.report(dict(record))
@@ -365,15 +364,13 @@ class StopCutOff:
         async def nothing() -> Message:
             return {"type": "http.disconnect"}
 
-        try:
+        with contextlib.suppress(TimeoutError, OSError):
             async with asyncio.timeout(STOP_WRITE):
                 try:
                     await response(scope, nothing, send)
                 except RuntimeError:  # the response had begun: end it where it is
                     with contextlib.suppress(RuntimeError):
                         await send({"type": "http.response.body", "body": b""})
-        except (TimeoutError, OSError):
-            pass
 
 
 def marking_at_the_stop() -> None:

@@ -159,8 +159,7 @@ async def receive_body(scope: Scope, receive: Receive, limit: int = MAX_BODY_BYT
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientDisconnect()
-        chunk = message.get("body", b"")
-        if chunk:
+        if chunk := message.get("body", b""):
             size += len(chunk)
             if size > limit:
                 raise Problem(413, f"the body is over {limit} bytes")

@@ -116,8 +116,7 @@ class ChatWatch:
         first_open = len(ids)
         window: list[tuple[int, Message]] = []
         for position in range(self.open_from, len(ids)):
-            stored = self.store.get(MESSAGE, ids[position])
-            if stored is None:
+            if (stored := self.store.get(MESSAGE, ids[position])) is None:
                 continue  # linked by a writer that has not written it yet
             window += ((position, m) for m in expanded(self.store, cast(Message, stored)))
         settle_injections([m for _, m in window], int(chat.get("turn_count", 0)))

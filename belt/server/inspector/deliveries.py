@@ -308,8 +308,7 @@ class Deliveries:
                 except InvalidInput as exc:
                     self._problem(exc.message)
                     continue
-                made = held(owner, offset, record)
-                if made is not None:
+                if (made := held(owner, offset, record)) is not None:
                     added.append(made)
                     self.by_id[made.summary["id"]] = made
                     self.held_bytes += made.size

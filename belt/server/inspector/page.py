@@ -81,8 +81,7 @@ def static_file(name: str) -> bytes:
 def problem_of(exc: BeltError) -> Problem:
     """A belt error as the problem the page shows (its problems listed too)."""
     problem = belt_problem(exc)
-    problems = getattr(exc, "problems", None)
-    if problems:
+    if problems := getattr(exc, "problems", None):
         problem.extra["errors"] = list(problems)
     if exc.hint:
         problem.extra["hint"] = exc.hint
@@ -272,8 +271,7 @@ class Inspector:
                 await asyncio.sleep(TICK)
                 if stopping():
                     return
-                changed = [area for area, signals in areas.items() if signals.moved()]
-                if changed:
+                if changed := [area for area, signals in areas.items() if signals.moved()]:
                     yield line({"type": "changed", "areas": changed})
                     last = time.monotonic()
                 elif time.monotonic() - last >= HEARTBEAT:

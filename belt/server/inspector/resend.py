@@ -225,8 +225,7 @@ class Replayer:
                 "replay it to a URL, a policy or a py: handler"
             )
         url = str(hook.handler)
-        route = route_for(routes, url)
-        if route is not None:
+        if (route := route_for(routes, url)) is not None:
             return route.destination(url), float(hook.effective_timeout()), None
         place = reload_located(self.store, sim).get(index)
         return url, float(hook.effective_timeout()), place
