@@ -28,6 +28,9 @@ from belt.usercode.loader import asks_for, load_callable
 from belt.wire.nexus import HookTaskInput
 from belt.wire.validate import check_webhook_url, model_problems
 
+Input = Mapping[str, object]  # a hook task's input
+Mark = tuple[str, str] | None  # the environment variable (name, value) a claim marks a run with
+
 
 @dataclass
 class Target:
@@ -43,13 +46,7 @@ class Target:
         """How the target is shown: its kind, and a URL by host only."""
         return f"http {url_host(self.spec)}" if self.kind == "http" else f"{self.kind} {self.spec}"
 
-    def call(
-        self,
-        task_input: Mapping[str, object],
-        timeout: float,
-        *,
-        mark: tuple[str, str] | None = None,
-    ) -> ToolOutcome:
+    def call(self, task_input: Input, timeout: float, *, mark: Mark = None) -> ToolOutcome:
         """Run the tool on ``task_input`` within ``timeout`` seconds; failures are returned."""
         if self.kind == "cmd":
             return run_command(self.spec, task_input, timeout, mark=mark)
@@ -112,11 +109,7 @@ def _decode(raw: bytes, where: str) -> ToolOutcome:
 
 
 def run_command(
-    command: str,
-    task_input: Mapping[str, object],
-    timeout: float,
-    *,
-    mark: tuple[str, str] | None = None,
+    command: str, task_input: Input, timeout: float, *, mark: Mark = None
 ) -> ToolOutcome:
     """Run COMMAND with the input as JSON on stdin; its stdout is the result (``run_bounded``)."""
     try:
@@ -138,7 +131,7 @@ def run_command(
     return _decode(done.stdout, "stdout")
 
 
-def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> ToolOutcome:
+def post_input(url: str, task_input: Input, timeout: float) -> ToolOutcome:
     """POST the input to a URL; a 2xx body (up to ``OUTPUT_MAX_BYTES``) is the result."""
     import httpx  # noqa: PLC0415 - loaded when a tool is called over HTTP
 
@@ -161,7 +154,7 @@ def post_input(url: str, task_input: Mapping[str, object], timeout: float) -> To
 
 
 def call_function(
-    func: Callable[..., Any] | None, task_input: Mapping[str, object], timeout: float
+    func: Callable[..., Any] | None, task_input: Input, timeout: float
 ) -> ToolOutcome:
     """``called`` in a thread of its own, waited for up to ``timeout`` (then left behind)."""
     if func is None:
@@ -175,7 +168,7 @@ def call_function(
     return outcome[0] if outcome else ToolOutcome(timed_out=True)
 
 
-def called(func: Callable[..., Any], task_input: Mapping[str, object]) -> ToolOutcome:
+def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
     """Call ``func`` with the input (a dict, or the HookTaskInput it asks for) in this thread."""
     argument: Any = task_input
     if asks_for(func, HookTaskInput):
@@ -201,7 +194,7 @@ async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
 
 
-def call_here(reference: str, task_input: Mapping[str, object], *, option: str) -> ToolOutcome:
+def call_here(reference: str, task_input: Input, *, option: str) -> ToolOutcome:
     """Import the ``py:`` tool ``reference`` and call it here (in a supervisor's worker)."""
     try:
         func = load_callable(reference, option=option)
