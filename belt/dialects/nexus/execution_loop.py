@@ -436,26 +436,17 @@ class NexusLoop:
         request = state["requests"] + 1
         message = self.sim.transcript.recovered(execution, "assistant", request=request)
         if message is None:
-            marks: dict[str, Any] = {"repeated": True} if repeated else {}
+            marks: dict[str, Any] = {"request": request, **({"repeated": True} if repeated else {})}
             with self.sim.spans.model_span(spec.tokens):
                 message = self.sim.transcript.add_answer(
-                    execution,
-                    say=spec.say,
-                    tokens=spec.tokens,
-                    calls=spec.tool_calls,
-                    request=request,
-                    **marks,
+                    execution, say=spec.say, tokens=spec.tokens, calls=spec.tool_calls, **marks
                 )
         state["requests"] = request
         if spec.tool_calls:
             self.run_tools(execution, message, spec.tool_calls)
         else:
-            state.update(
-                next="stop",
-                answers=state["answers"] + 1,
-                candidate=message["id"],
-                output=spec.say or "",
-            )
+            answer = {"candidate": message["id"], "output": spec.say or ""}
+            state.update(next="stop", answers=state["answers"] + 1, **answer)
         return None
 
     def tool_only_step(self, execution: NexusExecution) -> End | None:
@@ -485,9 +476,8 @@ class NexusLoop:
         if isinstance(decision, End):
             return decision
         if decision.get("continue"):
-            with tracing.span(
-                "belt.continuation", {"belt.continuation.index": state["continuations"] + 1}
-            ):
+            index = {"belt.continuation.index": state["continuations"] + 1}
+            with tracing.span("belt.continuation", index):
                 self.mark_candidate(execution, "continued")
                 feedback = str(decision["feedback"])
                 key = task_key(str(execution.run_id), NexusEvent.STOP, source)
@@ -502,11 +492,8 @@ class NexusLoop:
         """Compaction and its hooks when needed, then turn_start before the first request."""
         state = execution.state
         if state["compaction"] is None and (extra := self.sim.transcript.over_limit(execution)):
-            state["compaction"] = {
-                "n": state["compactions"] + 1,
-                "stage": "pre",
-                "extra": extra if state["requests"] > 0 else {},
-            }
+            n, asked = state["compactions"] + 1, dict(extra) if state["requests"] > 0 else {}
+            state["compaction"] = {"n": n, "stage": "pre", "extra": asked}
             self.sim.steps.save(execution)
         compaction = state["compaction"]
         if compaction is not None:

@@ -279,13 +279,11 @@ class PlatformLoop:
     @classmethod
     def report_extras(cls, store: Store, sim: Sim, runs: list[Run]) -> ReportExtras:
         """The task chats and review branches it started, and the parent of such a child."""
+        fired = {str(r["id"]): dict((r.get("execution") or {}).get("fired") or {}) for r in runs}
         extras: ReportExtras = {
             "tasks": children_of(store, sim, TASK),
             "reviews": children_of(store, sim, REVIEW),
-            "fired": {
-                str(run["id"]): dict((run.get("execution") or {}).get("fired") or {})
-                for run in runs
-            },
+            "fired": fired,
         }
         if sim.get("parent"):
             extras["simulation"] = {"parent": sim["parent"]}
@@ -387,12 +385,9 @@ class PlatformLoop:
             if execution.run is not None:
                 execution.run.check_cancelled()
             with self.sim.spans.tool_span(call.name, invocation):
-                result = self.fire(
-                    execution,
-                    "agent.tool_call",
-                    {"tool": call.name, "arguments": call.arguments},
-                    resource_id=str(invocation["id"]),
-                )
+                data = {"tool": call.name, "arguments": call.arguments}
+                about = str(invocation["id"])
+                result = self.fire(execution, "agent.tool_call", data, resource_id=about)
                 if result.outcome == Outcome.SUSPEND:
                     invocation["status"] = ToolInvocationStatus.AWAITING_APPROVAL.value
                 elif result.outcome == Outcome.SKIP_TOOL:
@@ -416,25 +411,19 @@ class PlatformLoop:
             state.update(next="turn", model=int(state["model"]) + 1, tool=0, gate=None)
             return None
         state.update(next="gate", gate="tools")
-        if not approvals:
-            return self.sim.steps.hold(
-                execution,
-                ChatStatus.BUSY,
-                state=AgentRunState.WORKING.value,
-                interrupt_reason=InterruptReason.CLIENT_TOOL.value,
-                interrupt_tool_id=inputs[0]["id"],
-                interrupt_meta=None,
-            )
-        pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
-        first = pending[0] if pending else None
-        held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), first)
-        return self.sim.steps.hold(
-            execution,
-            ChatStatus.AWAITING_INPUT,
-            interrupt_reason=held["reason"] if held else InterruptReason.HOOK_GATE.value,
-            interrupt_tool_id=approvals[0]["id"],
-            interrupt_meta=held["meta"] if held else None,
-        )
+        run_state: str | None = None  # the dialect's held state
+        if approvals:
+            pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
+            first = pending[0] if pending else None
+            held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), first)
+            chat, tool_id = ChatStatus.AWAITING_INPUT, approvals[0]["id"]
+            reason = held["reason"] if held else InterruptReason.HOOK_GATE.value
+            meta = held["meta"] if held else None
+        else:
+            chat, run_state, tool_id = ChatStatus.BUSY, AgentRunState.WORKING.value, inputs[0]["id"]
+            reason, meta = InterruptReason.CLIENT_TOOL.value, None
+        held_at = {"interrupt_reason": reason, "interrupt_tool_id": tool_id, "interrupt_meta": meta}
+        return self.sim.steps.hold(execution, chat, state=run_state, **held_at)
 
     def reconcile_gates(self, execution: Execution, message: Message) -> None:
         """After a killed process, an invocation whose interrupt was opened waits at it."""
@@ -483,14 +472,13 @@ class PlatformLoop:
         else:
             self.sim.transcript.finish_tool(execution, invocation, call.status, call.result)
             if call.async_:
+                result = {"tool": call.name, "status": call.status, "result": call.result}
                 self.fire(
-                    execution,
-                    "agent.tool_result",
-                    {"tool": call.name, "status": call.status, "result": call.result},
-                    invocation_id=str(invocation["id"]),
+                    execution, "agent.tool_result", result, invocation_id=str(invocation["id"])
                 )
             return
         invocation["status"] = waiting_status(reason)
+        meta = {"tool_invocation_id": invocation["id"], "tool_name": call.name}
         create_interrupt(
             store=self.sim.store,
             run_id=str(execution.run_id),
@@ -501,11 +489,7 @@ class PlatformLoop:
             resource_type="tool_invocation",
             resource_id=str(invocation["id"]),
             timeout=timeout or GATE_TIMEOUT_MAX,
-            meta={
-                "tool_invocation_id": invocation["id"],
-                "tool_name": call.name,
-                "arguments": call.arguments,
-            },
+            meta=meta | {"arguments": call.arguments},
         )
 
     def always_allowed(self, tool: str) -> bool:

@@ -50,19 +50,17 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
     recorder.update_chat(last_review_order=ancestor, review_count=number)
     scripts, system_prompt = loop.scenario.reviews, loop.scenario.agent.system_prompt
     script = scripts[number - 1] if number <= len(scripts) else None
+    graph = {"parent": review.chat_id, "ancestor": review.ancestor, "outputs": []}
     branch = create_chat(
-        store,
-        agent_id=review.agent_id,
-        parent_id=review.chat_id,
-        disable_hooks=True,
-        graph={"parent": review.chat_id, "ancestor": review.ancestor, "outputs": []},
+        store, agent_id=review.agent_id, parent_id=review.chat_id, disable_hooks=True, graph=graph
     )
     branch_id = str(branch["id"])
     candidates = script.candidates if script is not None else []
-    note = None
-    if script is None:
-        note = f"no review scripted for review {number} ([[reviews]] has fewer entries): the "
-        note += "review returns no candidates"
+    unscripted = f"no review scripted for review {number} ([[reviews]] has fewer entries)"
+    note = None if script is not None else f"{unscripted}: the review returns no candidates"
+    record = {"number": number, "chat_id": review.chat_id, "ancestor": review.ancestor}
+    record |= {"owner": review.owner, "candidates": candidates, "outcomes": [], "note": note}
+    record["request"] = review_request(system_prompt)
     sim = loop.reviews.record(
         kind=REVIEW,
         chat_id=branch_id,
@@ -70,16 +68,7 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
         agent_id=review.agent_id,
         turn={"user": QUESTION, "model": [{"say": json.dumps({"candidates": candidates})}]},
         link={"run_id": review.run_id, "hook_event": review.event},
-        review={
-            "number": number,
-            "chat_id": review.chat_id,
-            "ancestor": review.ancestor,
-            "owner": review.owner,
-            "candidates": candidates,
-            "outcomes": [],
-            "note": note,
-            "request": review_request(system_prompt),
-        },
+        review=record,
     )
 
     def save_outcomes(runs: list[Run]) -> str | None:
@@ -106,29 +95,16 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
         """Give the branch the system prompt it is asked with, then the messages it sees."""
         copied = Recorder(store, branch_id)
         if system_prompt is not None:
+            text: list[dict[str, object]] = [{"type": "text", "text": system_prompt}]
             copied.add_message(
-                role="system",
-                run_id=None,
-                content=[{"type": "text", "text": system_prompt}],
-                sim={"system_prompt": True},
+                role="system", run_id=None, content=text, sim={"system_prompt": True}
             )
-        for message in history:
-            if message["role"] in COPIED_ROLES:
-                fields: dict[str, Any] = {
-                    k: message[k] for k in ("tool_invocations", "tool_call_id") if k in message
-                }
-                copied.add_message(
-                    role=message["role"],
-                    run_id=None,
-                    content=message["content"],
-                    status=message.get("status", "ready"),
-                    sim={"copied_from": message["id"]},
-                    **fields,
-                )
+        for message in (m for m in history if m["role"] in COPIED_ROLES):
+            fields: dict[str, Any] = {"status": message.get("status", "ready")}
+            fields |= {"sim": {"copied_from": message["id"]}}
+            fields |= {k: message[k] for k in ("tool_invocations", "tool_call_id") if k in message}
+            role, content = message["role"], message["content"]
+            copied.add_message(role=role, run_id=None, content=content, **fields)
 
-    loop.reviews.start(
-        sim,
-        describe=ChildOrigin(review.run_id, review.event, EXTRACT, HookHandlerType.BUILTIN.value),
-        before=copy_history,
-        after=save_outcomes,
-    )
+    started_by = ChildOrigin(review.run_id, review.event, EXTRACT, HookHandlerType.BUILTIN.value)
+    loop.reviews.start(sim, describe=started_by, before=copy_history, after=save_outcomes)
