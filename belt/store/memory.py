@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
-from belt.store.files import HEADER_MAX, line_too_long
+from belt.store.files import HEADER_MAX, read_line
 from belt.store.store import MIGRATIONS, SCHEMA_VERSION, Migration, Store, check_id
 
 BASE = "memory:"  # what the paths of a memory store's records start with, in messages that name one
@@ -154,13 +154,7 @@ class MemoryStore(Store):
             return io.BytesIO(bytes(found))
 
     def _first_line(self, path: Path) -> bytes:
-        if (found := self._lines.get(str(path))) is None:
-            raise FileNotFoundError(str(path))
-        with self._mutex:
-            end = found.find(b"\n", 0, HEADER_MAX + 1)  # as read_line(limit=HEADER_MAX)
-            if end < 0 and len(found) > HEADER_MAX:
-                raise line_too_long(HEADER_MAX)
-            return bytes(found[: end + 1] if end >= 0 else found)
+        return read_line(self._open_lines(path), limit=HEADER_MAX)
 
     _open_appending = _pin
 
