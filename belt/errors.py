@@ -61,14 +61,13 @@ class BeltError(Exception):
 
     def to_json(self) -> dict[str, object]:
         """The error as ``--json`` prints it."""
-        document: dict[str, object] = {"error": self.message, "code": int(self.exit_code)}
-        if self.where is not None:
-            document["where"] = self.where
-        if self.hint:
-            document["hint"] = self.hint
-        if self.problems:
-            document["problems"] = list(self.problems)
-        return document
+        known = {
+            "where": self.where,
+            "hint": self.hint or None,
+            "problems": list(self.problems) or None,
+        }
+        known = {key: value for key, value in known.items() if value is not None}
+        return {"error": self.message, "code": int(self.exit_code), **known}
 
 
 class UsageError(BeltError):

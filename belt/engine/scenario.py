@@ -391,17 +391,13 @@ def load_platform_scenario(
     problems += findings.problems
     refuse(source, problems)
     # Each file's hooks, and the file they are read from (its paths are read from its directory).
-    declared: list[tuple[list[LifecycleHookConfig], Path, str, str]] = []
-    if hooks_file is not None:
-        path = Path(hooks_file)
-        declared.append((hooks_from_file(path), path.parent, str(path), "hooks"))
-    else:
-        if scenario.agent.hooks_file:
-            path = directory / scenario.agent.hooks_file
-            declared.append((hooks_from_file(path), path.parent, str(path), "hooks"))
-        if scenario.agent.hooks:
-            hooks = load_hooks(scenario.agent.hooks, source, "agent.hooks")
-            declared.append((hooks, directory, source, "agent.hooks"))
+    files = [Path(hooks_file)] if hooks_file is not None else []
+    if hooks_file is None and scenario.agent.hooks_file:
+        files.append(directory / scenario.agent.hooks_file)
+    declared = [(hooks_from_file(path), path.parent, str(path), "hooks") for path in files]
+    if hooks_file is None and scenario.agent.hooks:
+        hooks = load_hooks(scenario.agent.hooks, source, "agent.hooks")
+        declared.append((hooks, directory, source, "agent.hooks"))
     loaded = LoadedScenario(source, scenario, [], str(hooks_file) if hooks_file else None)
     for hooks, found_in, named_in, base in declared:
         places = locate_hooks(hooks, found_in, named_in, base) if locate else {}
