@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
 
@@ -30,7 +31,8 @@ HOSTS_REMEMBERED = 64
 LOOPBACK_NAMES = ("localhost",)
 """Host names that always mean this machine (besides the loopback addresses)."""
 
-NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
+HOST = re.compile(r"(?:\[([^\]]*)\]|([a-z0-9._-]+))(?::(\d{1,5}))?")
+"""A ``Host`` value (lowercase): an IPv6 address in brackets or a name, and a port."""
 HEADER_MAX = 255 + 8  # the longest Host or Origin value looked at: a DNS name, a port and a scheme
 SHOWN_MAX = 100  # how much of a refused header value a refusal quotes
 SAFE_METHOD_NAMES = ("GET", "HEAD", "OPTIONS")
@@ -42,27 +44,17 @@ CHECKED_HEADERS = frozenset((b"authorization", b"host", b"origin", b"content-typ
 
 def split_host(value: str) -> tuple[str, int | None] | None:
     """A ``Host`` value's name (lowercase; IPv6 in brackets) and port; None if not name[:port]."""
-    if not value or len(value) > HEADER_MAX or not value.isascii():
+    found = HOST.fullmatch(value.lower()) if len(value) <= HEADER_MAX and value.isascii() else None
+    if found is None:
         return None
-    value = value.lower()
-    if value.startswith("["):
-        end = value.find("]")
-        try:
-            address = ipaddress.IPv6Address(value[1:end] if end > 0 else "")
-        except ValueError:
-            return None
-        name, rest = f"[{address.compressed}]", value[end + 1 :]
-    else:
-        name, _, _ = value.partition(":")
-        rest = value[len(name) :]
-        if not name or not NAME_CHARACTERS.issuperset(name):
-            return None
-    if not rest:
-        return name, None
-    digits = rest[1:]
-    if rest[0] != ":" or not digits.isdigit() or len(digits) > 5 or not 0 < int(digits) < 65536:
+    address, name, port = found.groups()
+    try:
+        name = name or f"[{ipaddress.IPv6Address(address).compressed}]"
+    except ValueError:
         return None
-    return name, int(digits)
+    if port is not None and not 0 < int(port) < 65536:
+        return None
+    return name, None if port is None else int(port)
 
 
 def is_loopback_name(name: str) -> bool:
@@ -97,12 +89,10 @@ def host_allowed(value: str, allowed: Iterable[str] = ()) -> bool:
 
 def same_origin(origin: str, host: str) -> bool:
     """True when an ``Origin`` is http(s) on the same name and port as the ``Host`` value."""
-    if len(origin) > HEADER_MAX or not origin.isascii():
-        return False
     scheme, sep, rest = origin.lower().partition("://")
-    if not sep or scheme not in ("http", "https"):
-        return False
     theirs, ours = split_host(rest), split_host(host)
+    if len(origin) > HEADER_MAX or scheme not in ("http", "https") or not sep:
+        return False
     if theirs is None or ours is None:
         return False
     default = 80 if scheme == "http" else 443
