@@ -1,10 +1,9 @@
 """``belt check``: generate what the platform may send a handler, hold every answer to the
 contract, and shrink each failure to the smallest payload that still shows it.
 
-Hypothesis generates the payloads (``belt.check.generate``) a batch at a time, the path attacks
-first; a failing case raises an exception of its check's own class, so that Hypothesis shrinks
-each failing check on its own. ``py:`` handlers and Nexus ``py:`` tools are called in supervised
-worker processes (``belt.usercode.supervisor``). Hypothesis keeps no database and prints nothing.
+Hypothesis generates the payloads a batch at a time, the path attacks first; a failing case raises
+an exception of its check's own class, so each check shrinks on its own. ``py:`` targets run in
+supervised worker processes. Hypothesis keeps no database and prints nothing.
 """
 
 from __future__ import annotations
@@ -742,15 +741,13 @@ def _check_platform(
         generate.attack_payloads(subject.event),
     )
     _finish(subject, explorer, results, reproduce)
-    signature = results.get("signature")
-    if signature is not None:
-        if subject.kind == "py":
-            signature.skipped = "a py: handler is called in-process; there is no request to sign"
-        elif sender.secret and not report.stopped:
-            try:
-                run_signatures(subject, sender, sender.secret, signature)
-            except _Stop:
-                report.stopped = STOPPED
+    if (signature := results.get("signature")) and subject.kind == "py":
+        signature.skipped = "a py: handler is called in-process; there is no request to sign"
+    elif signature and sender.secret and not report.stopped:
+        try:
+            run_signatures(subject, sender, sender.secret, signature)
+        except _Stop:
+            report.stopped = STOPPED
     found: list[CheckResult] = list(results.values())
     for prop in properties:
         if prop.event != subject.event or report.stopped:

@@ -447,8 +447,9 @@ class ServeStarter:
                 place = locate_handler(spec, self.directory, where="belt_serve")
                 if place.warning:
                     warnings.warn(place.warning, PathWarning, stacklevel=2)
-                func = load_handler(place.spec, where="belt_serve", root=place.root)
-                decide = handler_decider(func)
+                decide = handler_decider(
+                    load_handler(place.spec, where="belt_serve", root=place.root)
+                )
         except BeltError as exc:
             pytest.fail(exc.message, pytrace=False)
         # The stops run last to first: the server, its thread, its socket, its directory.
@@ -471,15 +472,12 @@ class ServeStarter:
             time.sleep(0.005)
         return Served(f"http://127.0.0.1:{sock.getsockname()[1]}", store)
 
-    def close(self) -> None:
-        """Stop every server this test started."""
-        self.stops.close()
-
 
 @pytest.fixture
 def belt_serve(request: pytest.FixtureRequest) -> Iterator[ServeStarter]:
     """Start ``belt serve`` on free ports; see :class:`ServeStarter`."""
-    with closing(ServeStarter(Path(request.path).parent)) as starter:
+    starter = ServeStarter(Path(request.path).parent)
+    with starter.stops:  # every server this test started stops
         yield starter
 
 
