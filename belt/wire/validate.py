@@ -230,25 +230,18 @@ def check_response(document: Mapping[str, object]) -> tuple[LifecycleHookRespons
 
     A known key of the wrong shape raises ValidationError."""
     known = {key: value for key, value in document.items() if key in RESPONSE_KEYS}
-    unknown = [str(key) for key in document if key not in RESPONSE_KEYS]
+    unknown = [(str(key), key, RESPONSE_KEYS) for key in document if key not in RESPONSE_KEYS]
     if isinstance(inject := known.get("inject"), dict):
         known["inject"] = {key: value for key, value in inject.items() if key in INJECTION_KEYS}
-        unknown += [f"inject.{key}" for key in inject if key not in INJECTION_KEYS]
+        unknown += [(f"inject.{k}", k, INJECTION_KEYS) for k in inject if k not in INJECTION_KEYS]
     response = LifecycleHookResponse.model_validate(known)
     warnings = [
-        f"{short(printable(path), 60)}: unknown key in the answer, ignored{_answer_key_near(path)}"
-        for path in unknown[:MAX_UNKNOWN_KEY_WARNINGS]
+        f"{short(printable(path), 60)}: unknown key in the answer, ignored{did_you_mean(key, keys)}"
+        for path, key, keys in unknown[:MAX_UNKNOWN_KEY_WARNINGS]
     ]
     if (more := len(unknown) - MAX_UNKNOWN_KEY_WARNINGS) > 0:
         warnings.append(f"… and {more} more unknown keys, ignored")
     return response, warnings
-
-
-def _answer_key_near(path: str) -> str:
-    """The did-you-mean of an unknown key of an answer (``inject.x`` among the injection's)."""
-    if path.startswith("inject."):
-        return did_you_mean(path.removeprefix("inject."), INJECTION_KEYS)
-    return did_you_mean(path, RESPONSE_KEYS)
 
 
 def check_platform_hooks(
