@@ -567,45 +567,36 @@ class PlatformLoop:
         resource_id: str | None = None,
         invocation_id: str | None = None,
     ) -> EventResult:
-        """Fire ``event`` at the agent's hooks and put every handler run on the record, under
-        the tool invocation (``invocation_id``) and the message (``after_message``) it follows."""
+        """Fire ``event`` at the agent's hooks and record every handler run where it happened."""
         recorder = self.sim.recorder
         self.current = execution
         # The boundary is reached whatever hooks are attached (``fired`` expectations count it);
         # the count is saved with the step, so a step taken again does not count it twice.
         fired = execution.state.setdefault("fired", {})
         fired[event] = int(fired.get(event, 0)) + 1
-        payload: dict[str, Any] = {
-            "event": event,
-            "timestamp": now_iso(),
-            "agent_id": self.sim.agent_id,
-            "chat_id": recorder.chat_id,
-            "run_id": execution.run_id,
-            "turn_count": int(recorder.chat.get("turn_count", 0)),
-            **({"data": data} if data is not None else {}),
-        }
+        payload: dict[str, Any] = {"event": event, "timestamp": now_iso()}
+        payload |= {"agent_id": self.sim.agent_id, "chat_id": recorder.chat_id}
+        turns = int(recorder.chat.get("turn_count", 0))
+        payload |= {"run_id": execution.run_id, "turn_count": turns}
+        payload |= {"data": data} if data is not None else {}
         if not self.dispatcher.hooks_for(event) or disabled(recorder.refresh_chat()):
             return EventResult(event, payload)
         run = execution.run
+        assert run is not None, "a platform execution always has a run"
         about = invocation_id or resource_id
-        place = {
-            **({"invocation_id": about} if about else {}),
-            **({"after_message": recorder.messages[-1]["id"]} if recorder.messages else {}),
-        }
+        place = {"invocation_id": about} if about else {}
+        place |= {"after_message": recorder.messages[-1]["id"]} if recorder.messages else {}
 
         def finished(hook_run: HookRun) -> None:
             # An async hook's record, written whenever it finishes (it leaves no row).
             start_task(self, hook_run, payload)
-            if run is not None:
-                run.log(executed_record(event, hook_run, payload, place))
+            run.log(executed_record(event, hook_run, payload, place))
 
         result = self.dispatcher.fire(event, payload, resource_id=resource_id, finished=finished)
         for hook_run in result.runs:
             start_task(self, hook_run, payload)
-        if run is not None:
-            # Every handler run of the event in one write (a task hook's failure to start is
-            # on its record).
-            run.log(*(executed_record(event, hook_run, payload, place) for hook_run in result.runs))
+        # Every handler run of the event in one write (a task hook's failure to start is on it).
+        run.log(*(executed_record(event, hook_run, payload, place) for hook_run in result.runs))
         # The rows and injections of the event are recorded together, in one append to the chat
         # (an injection that replaces one of them first records them: ``add_injection``); the
         # row of a run that injected goes in the file of its first injection.
@@ -627,9 +618,8 @@ class PlatformLoop:
             if response is not None and response.system:
                 # Keyed by the whole handler URL (by its digest: the URL is never written).
                 key = "system:" + hashlib.sha256(str(hook_run.hook.handler).encode()).hexdigest()
-                injections.append(
-                    ContextInjection(content=response.system, role="system", dedup_key=key)
-                )
+                system = ContextInjection(content=response.system, role="system", dedup_key=key)
+                injections.append(system)
             source = handler_label(hook_run.hook.type, hook_run.hook.handler)
             for inject in injections:
                 self.add_injection(execution, inject, source=source, pending=pending, row=row)
@@ -637,9 +627,7 @@ class PlatformLoop:
             if row is not None:
                 pending.append(row)
         self.sim.transcript.add_messages(pending)
-        if run is not None:
-            # A hook may take its time; a run stopped meanwhile must not act on its answer.
-            run.check_cancelled()
+        run.check_cancelled()  # a hook may take its time: a run stopped meanwhile must not go on
         return result
 
     # -- builtins ---------------------------------------------------------------------------
@@ -675,13 +663,11 @@ class PlatformLoop:
         pending: list[NewMessage],
         row: NewMessage | None,
     ) -> None:
-        """Add an injection to ``pending`` (``row`` in its file); one with the same
-        ``dedup_key`` replaces the older one (recording ``pending`` first when it is there)."""
+        """Add an injection to ``pending`` (``row`` in its file), replacing one of its dedup_key."""
         dedup_key, ttl_turns = inject.dedup_key, inject.ttl_turns or 0
         if dedup_key:
-            if any(
-                (new.sim.get("injection") or {}).get("dedup_key") == dedup_key for new in pending
-            ):
+            keys = [(new.sim.get("injection") or {}).get("dedup_key") for new in pending]
+            if dedup_key in keys:  # recorded first, so the older one can be replaced
                 self.sim.transcript.add_messages(pending)
                 pending.clear()
             context = self.sim.ledger.context(execution.scope)
@@ -691,16 +677,9 @@ class PlatformLoop:
         turn = int(self.sim.recorder.chat.get("turn_count", 0))
         injection: dict[str, object] = {"role": inject.role, "ttl_turns": ttl_turns}
         injection |= {"dedup_key": dedup_key, "items": inject.items, "source": source, "turn": turn}
+        kept = {"active": True, "remaining": ttl_turns or None, "injection": injection, "row": row}
         pending.append(
-            self.sim.transcript.text_message(
-                execution,
-                "injection",
-                inject.content,
-                active=True,
-                remaining=ttl_turns or None,
-                injection=injection,
-                row=row,
-            )
+            self.sim.transcript.text_message(execution, "injection", inject.content, **kept)
         )
         if source == SUGGEST:
             # What is past its quiet turns is forgotten, so what each suggestion leaves out
