@@ -21,6 +21,7 @@ from belt.errors import BeltError, Conflict, NotFound
 from belt.executor.process import stop_marked
 from belt.records import leases
 from belt.records.hooktasks import (
+    RUN_TASKS,
     HookTask,
     add_task,
     change_task,
@@ -28,9 +29,7 @@ from belt.records.hooktasks import (
     list_on_run,
     mark_pending,
     read_task,
-    run_task_ids,
     start_attempt,
-    unmark_pending,
 )
 from belt.records.hooktasks import run_tasks as run_tasks
 from belt.records.ids import new_id
@@ -131,7 +130,7 @@ def _finish(store: Store, identity: str, change: Callable[[HookTask], HookTask])
     """Change a task and take it out of the inbox; the task as it is when ``change`` kept it."""
     if (task := _change(store, identity, change)) is None:
         return read_task(store, identity)
-    unmark_pending(store, identity)
+    mark_pending(store, identity, pending=False)
     return task
 
 
@@ -276,12 +275,12 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
         task = change_task(store, identity, claim)
     except _Keep:
         if status != TaskStatus.CLAIMED:
-            unmark_pending(store, identity)  # finished, or waiting for its approval
+            mark_pending(store, identity, pending=False)  # finished, or waiting for its approval
         return None
     except BeltError:
         return None
     if task["status"] != TaskStatus.CLAIMED:
-        unmark_pending(store, identity)
+        mark_pending(store, identity, pending=False)
         return None
     return task
 
@@ -445,11 +444,11 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
             raise _Keep
         return _fail(task, Failure.CANCELLED, reason, TaskStatus.CANCELLED)
 
-    for identity in run_task_ids(store, run_id):
+    for identity in store.members(RUN_TASKS, run_id):
         if (task := _change(store, identity, cancel)) is None:
             continue
         cancelled.append(task)
-        unmark_pending(store, identity)
+        mark_pending(store, identity, pending=False)
         if (approval := task.get("approval") or {}).get("status") == "pending":
             with suppress(Conflict, NotFound):  # settled meanwhile, or its creator never finished
                 cancel_interrupt(store=store, interrupt_id=str(approval["interrupt_id"]))

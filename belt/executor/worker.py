@@ -21,7 +21,7 @@ from belt.executor.inbox import (
     task_record,
 )
 from belt.executor.targets import Target, parse_tools
-from belt.records.hooktasks import HookTask, get_task, pending_ids, unmark_pending
+from belt.records.hooktasks import PENDING_TAG, HookTask, get_task, mark_pending
 from belt.records.reports import Reporter
 from belt.store import open_store
 from belt.store.clock import parse_timestamp, timestamp, utcnow
@@ -66,12 +66,12 @@ class Worker:
     def serve_pending(self) -> list[HookTask]:
         """One pass over the inbox: serve each waiting task of this worker's tools."""
         served = []
-        for identity in pending_ids(self.store):
+        for identity in self.store.tagged(PENDING_TAG):
             task = get_task(self.store, identity)
             if task is not None and task["status"] == TaskStatus.CLAIMED:
                 task = release_abandoned(self.store, identity)  # None unless abandoned
             elif task is not None and task["status"] in FINISHED:
-                unmark_pending(self.store, identity)
+                mark_pending(self.store, identity, pending=False)
                 continue
             if task is None or task["status"] != TaskStatus.PENDING:
                 continue

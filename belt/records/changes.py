@@ -99,11 +99,6 @@ def touched(chat_id: object) -> None:
         wake.set()
 
 
-def touched_anything() -> None:
-    """Wake whoever waits on ``ANYTHING`` (a write no chat owns, such as a journal line)."""
-    touched(ANYTHING)
-
-
 def touched_all() -> None:
     """Wake every reader in this process (the server begins to stop)."""
     with _lock:

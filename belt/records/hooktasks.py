@@ -103,21 +103,6 @@ def run_tasks(store: Store, run_id: str) -> list[HookTask]:
     return [read_task(store, identity) for identity in store.members(RUN_TASKS, run_id)]
 
 
-def run_task_ids(store: Store, run_id: str) -> list[str]:
-    """The ids of a run's hook tasks, in the order they were first scheduled."""
-    return store.members(RUN_TASKS, run_id)
-
-
-def mark_pending(store: Store, identity: str) -> None:
-    """Put a task in the inbox a worker looks at."""
-    store.tag(PENDING_TAG, identity)
-
-
-def unmark_pending(store: Store, identity: str) -> None:
-    """Take a task out of the inbox (finished, or waiting for its approval)."""
-    store.untag(PENDING_TAG, identity)
-
-
-def pending_ids(store: Store) -> list[str]:
-    """The ids of the tasks in the inbox."""
-    return store.tagged(PENDING_TAG)
+def mark_pending(store: Store, identity: str, pending: bool = True) -> None:
+    """Put a task in the inbox workers look at, or take it out."""
+    (store.tag if pending else store.untag)(PENDING_TAG, identity)

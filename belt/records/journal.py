@@ -51,11 +51,6 @@ class ReplayLine(TypedDict):
     request: Any
 
 
-def append_serve_line(store: Store, line: ServeLine) -> None:
-    """Append one line to ``belt serve``'s journal (not synced: a crash may lose the last)."""
-    store.append(JOURNAL, SERVE, line, sync=False)
-
-
 def append_serve_lines(store: Store, lines: list[ServeLine]) -> None:
     """Append lines to ``belt serve``'s journal in one write (a group commit; not synced)."""
     store.append_group(JOURNAL, SERVE, lines, sync=False)

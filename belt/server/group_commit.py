@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from belt.errors import BeltError
-from belt.records.changes import touched_anything
-from belt.records.journal import ServeLine, append_serve_line, append_serve_lines
+from belt.records.changes import ANYTHING, touched
+from belt.records.journal import ServeLine, append_serve_lines
 
 if TYPE_CHECKING:
     from belt.store import Store
@@ -116,13 +116,13 @@ class GroupJournal:
         except JOURNAL_ERRORS:  # one line refused must not cost the others theirs
             return [append_one(self.store, line) for line in lines]
         finally:
-            touched_anything()  # the inspector's stream: the deliveries changed
+            touched(ANYTHING)  # the inspector's stream: the deliveries changed
 
 
 def append_one(store: Store, line: ServeLine) -> str | None:
     """Append ``line`` alone; None once it is written, else why it could not be."""
     try:
-        append_serve_line(store, line)
+        append_serve_lines(store, [line])
     except JOURNAL_ERRORS as exc:
         return exc.message if isinstance(exc, BeltError) else str(exc)
     return None
