@@ -399,11 +399,9 @@ def what_if(
 ) -> WhatIf:
     """``belt interrupt what-if``: ``rules`` over records settled since ``since``."""
     report = WhatIf(rules.file, rules.digest)
-    found: list[dict[str, object]] = []
+    ended = (InterruptStatus.RESOLVED, InterruptStatus.EXPIRED)
     for record in records:
-        status = record.get("status")
-        settled = status in (InterruptStatus.RESOLVED, InterruptStatus.EXPIRED)
-        if not settled or record.get("reason") not in APPROVABLE:
+        if record.get("reason") not in APPROVABLE or (status := record.get("status")) not in ended:
             continue
         try:
             settled_at = parse_timestamp(str(record.get("resolved_at")))
@@ -424,8 +422,7 @@ def what_if(
             report.saved_gates += 1
         if (actual := record.get("resolution")) == verdict.decision:
             continue
-        allows_denied = verdict.decision == "allow" and actual == "deny" and how in PEOPLE
-        found.append(
+        report.disagreements.append(
             {
                 "interrupt": record.get("id"),
                 "short_id": record.get("short_id"),
@@ -436,12 +433,12 @@ def what_if(
                 "settled_by": settled_by(cast(Interrupt, record)),
                 "how": how,
                 "their_reason": _given_reason(record.get("resolved_data")),
-                "allows_denied": allows_denied,
+                "allows_denied": verdict.decision == "allow" and actual == "deny" and how in PEOPLE,
                 "resolved_at": record.get("resolved_at"),
             }
         )
     first = operator.itemgetter("allows_denied", "resolved_at")  # then the newest
-    report.disagreements = sorted(found, key=first, reverse=True)
+    report.disagreements.sort(key=first, reverse=True)
     return report
 
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class EventInfo:
-    """One lifecycle event: what it is, when it fires, its gating (an event that cannot gate
-    observes only) and its ``data`` fields."""
+    """One lifecycle event: what it is, when it fires, its gating and its ``data`` fields."""
 
     event: str
     description: str

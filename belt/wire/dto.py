@@ -10,8 +10,7 @@ from typing import Any, NotRequired, TypedDict
 
 
 class InterruptJSON(TypedDict):
-    """An InterruptDTO (``belt.wire.platform.InterruptDTO``; the store writes every field), its
-    fields in wire order."""
+    """An InterruptDTO (``belt.wire.platform.InterruptDTO``), its fields in wire order."""
 
     id: str
     short_id: NotRequired[str | None]
@@ -32,8 +31,7 @@ class InterruptJSON(TypedDict):
 
 
 class WatchEvent(TypedDict):
-    """One event of a watch: ``pending``, ``opened`` or a settled status with its interrupt and
-    how it settles on expiry (None when the backend does not know), or a ``warning``."""
+    """One event of a watch: an interrupt's (``pending``, ``opened``, settled) or a ``warning``."""
 
     event: str
     interrupt: NotRequired[InterruptJSON]

@@ -48,8 +48,7 @@ class LifecycleHookConfig(Strict):
 
     @property
     def runs_async(self) -> bool:
-        """True when the hook runs without blocking: ``async`` is not used for gate hooks (the
-        spec), which always suspend the run, so a gate's ``async`` is accepted and ignored."""
+        """True when the hook runs without blocking (a gate's ``async`` is ignored: the spec)."""
         return self.async_ and self.type != HookHandlerType.GATE
 
     def effective_timeout(self) -> int:
