@@ -252,16 +252,14 @@ def _interleaved(groups: Iterable[list[T]]) -> list[T]:
 
 def path_attacks(pattern: Any) -> list[str]:
     """The attacks on a path-shaped pattern, each kind's first before any kind's second."""
-    shape = path_shape(pattern)
-    if shape is None:
+    if (shape := path_shape(pattern)) is None:
         return []
     return list(dict.fromkeys(_interleaved(attacks_of(shape).values())))
 
 
 def attacked_paths(pattern: Any) -> st.SearchStrategy[str]:
     """The attacks on a path-shaped pattern, and each kind again on other values of its rest."""
-    shape = path_shape(pattern)
-    if shape is None:
+    if (shape := path_shape(pattern)) is None:
         return st.nothing()
     rests = st.text(alphabet=ID_CHARS + "._-", min_size=1, max_size=12) | st.just(shape.rest)
     again = st.builds(

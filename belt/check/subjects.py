@@ -134,7 +134,7 @@ def _from_file(
                 continue
             url = str(hook.handler)
             route = route_for(routes, url)
-            destination = route.destination(url) if route is not None else url
+            destination = url if route is None else route.destination(url)
             seconds = timeout or float(hook.effective_timeout())
             subjects.append(
                 Subject(event, destination, seconds, declared_async=hook.runs_async, declared=url)
@@ -146,8 +146,7 @@ def _from_file(
     for event, boundary in declared.items():
         if events and event.value not in events:
             continue
-        tool = tools.get(boundary.tool)
-        if tool is None:
+        if (tool := tools.get(boundary.tool)) is None:
             given = closest(boundary.tool, tools)  # a misspelt --executor NAME
             typo = f"; --executor names {given!r}: did you mean {boundary.tool!r}?"
             raise InvalidInput(

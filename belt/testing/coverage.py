@@ -22,8 +22,7 @@ def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[
         entry |= {"async": hook.runs_async, "fired": 0}
         entries[hook.key] = {**entry, "outcomes": dict.fromkeys(dialect.outcomes, 0), "tools": {}}
     for call in dialect.calls(report) if report is not None else []:
-        found = entries.get(call.key)
-        if found is None:
+        if (found := entries.get(call.key)) is None:
             continue
         if call.fired:
             found["fired"] += 1

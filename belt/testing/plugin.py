@@ -141,8 +141,7 @@ class ScenarioRun:
 
         ``path``: by default ``__snapshots__/FILE.json`` beside a scenario file, or
         ``__snapshots__/TEST.json`` beside the test for a dict."""
-        where = Path(path) if path is not None else self.snapshot_file
-        if where is None:
+        if (where := Path(path) if path is not None else self.snapshot_file) is None:
             raise ValueError("give the snapshot's path")
         comparison = compare(where, self.snapshot, update=self.update_snapshots)
         if comparison.failed:
@@ -161,8 +160,7 @@ class ScenarioRun:
     @property
     def state(self) -> str | None:
         """The state of the last run of the scenario's own chat."""
-        run = self.facts.run(None)
-        return str(run["state"]) if run else None
+        return str(run["state"]) if (run := self.facts.run(None)) else None
 
     @property
     def states(self) -> list[str]:
@@ -174,16 +172,14 @@ class ScenarioRun:
         """Nexus: the stop continuations of the last execution."""
         from belt.testing.expect import run_continuations  # noqa: PLC0415 - start-up: pytest loads this plugin
 
-        run = self.facts.run(None)
-        return run_continuations(run) if run else 0
+        return run_continuations(run) if (run := self.facts.run(None)) else 0
 
     @property
     def hold(self) -> str | None:
         """Why the last run is held (``hook_gate``, ``timeout``...), or None when it is not."""
         from belt.testing.expect import run_hold  # noqa: PLC0415 - start-up: pytest loads this plugin
 
-        run = self.facts.run(None)
-        hold = run_hold(run) if run else None
+        hold = run_hold(run) if (run := self.facts.run(None)) else None
         return str(hold) if hold is not None else None
 
     def hook_runs(self, event: str | None = None, **fields: object) -> list[dict[str, object]]:
@@ -207,8 +203,7 @@ class ScenarioRun:
 
     def tool_status(self, name: str, **arguments: object) -> str:
         """The status of the first call of ``name`` whose arguments fit (LookupError: none)."""
-        calls = self.tool_calls(name, **arguments)
-        if not calls:
+        if not (calls := self.tool_calls(name, **arguments)):
             made = ", ".join(str(c["tool"]) for c in self.tool_calls()) or "none"
             raise LookupError(
                 f"no call of {name} with {arguments or 'any arguments'}; made: {made}"
