@@ -46,8 +46,7 @@ from belt.records.runs import (
     TERMINAL_STATES,
     get_run,
     interrupted,
-    tag_emulated,
-    untag_emulated,
+    mark_run,
     waiting,
 )
 from belt.records.sims import Sim, append_turn, get_sim, read_sim, write_hooks
@@ -277,7 +276,7 @@ class Emulator:
             simulation = Simulation(store, sim, PlatformLoop)  # it reads the turn just appended
             execution = simulation.loop.start_turn()
         run_id = str(execution.run_id)
-        tag_emulated(store, run_id)
+        mark_run(store, EMULATED_RUNS, run_id)
         self.queue.submit(str(sim["id"]), lambda: self.drive(simulation, execution))
         user = simulation.recorder.message(str(execution.input_message_id))
         reply = {
@@ -330,7 +329,7 @@ class Emulator:
         queued = 0
         for run_id in self.store.tagged(EMULATED_RUNS) if run_ids is None else run_ids:
             if (run := get_run(self.store, run_id)) is None or run.get("state") in TERMINAL_STATES:
-                untag_emulated(self.store, run_id)
+                mark_run(self.store, EMULATED_RUNS, run_id, on=False)
                 continue
             if self.queue.busy(sim_id := str(run.get("sim_id"))):
                 continue

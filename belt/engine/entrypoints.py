@@ -18,9 +18,9 @@ from belt.records.runs import (
     find_run_id,
     get_run,
     interrupted,
+    mark_run,
     parked,
     read_run,
-    untag_gated,
     waiting,
 )
 from belt.records.sims import SIM, Sim, get_sim, merge_sim, read_sim
@@ -257,21 +257,22 @@ def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> 
     """Continue the simulation of a run tagged as held at gates, from where its continuation is;
     the tag goes only once nothing of the continuation is left (a killed continuer leaves it)."""
     if (run := get_run(store, run_id)) is None:
-        untag_gated(store, run_id)
+        mark_run(store, GATED_RUNS, run_id, on=False)
         return None
     if emulated is not None and bool(run.get("emulated")) != emulated:
         if run["state"] in TERMINAL_STATES:
-            untag_gated(store, run_id)
+            mark_run(store, GATED_RUNS, run_id, on=False)
         return None
     if run["state"] in HELD_STATES and not waiting(run):
-        untag_gated(store, run_id)  # an attention hold: `belt sim resume` goes on with it
+        # An attention hold: `belt sim resume` goes on with it.
+        mark_run(store, GATED_RUNS, run_id, on=False)
         return None
     if run["state"] not in TERMINAL_STATES:
         return resume_if_settled(store, run_id, recover=True)
     sim = get_sim(store, str(run["sim_id"]))
     latest = None if sim is None else latest_run(store, sim)
     if sim is None or sim.get("status") != "running" or latest is None:
-        untag_gated(store, run_id)
+        mark_run(store, GATED_RUNS, run_id, on=False)
         return None
     if latest["state"] in TERMINAL_STATES:
         # Its process died between two runs, or before it marked the simulation finished.
@@ -279,7 +280,8 @@ def resume_gated(store: Store, run_id: str, *, emulated: bool | None = None) -> 
             return None  # its process is alive, between two runs
         return _continue(store, str(latest["id"]))
     if latest["state"] in HELD_STATES or parked(latest):
-        untag_gated(store, run_id)  # the later run holds: the continuation is over
+        # The later run holds: the continuation is over.
+        mark_run(store, GATED_RUNS, run_id, on=False)
         return None
     return resume_if_settled(store, str(latest["id"]), recover=True)
 

@@ -10,7 +10,7 @@ from belt.dialects import loop_of
 from belt.engine.hooksummary import hook_summary
 from belt.engine.simrecord import stranded_at
 from belt.records.interrupts import list_interrupts
-from belt.records.runs import RUN, RunView, read_run, run_dto, run_events, sim_runs
+from belt.records.runs import RUN, SIM_RUNS, RunView, listed_runs, read_run, run_dto, run_events
 from belt.records.sims import Sim, read_scenario, read_sim
 from belt.records.views import chat_dto
 from belt.store import Store
@@ -23,7 +23,7 @@ def build_report(store: Store, sim: Sim) -> SimReport:
     """The whole record of a simulation, names as on the wire."""
     dialect = loop_of(sim)
     fields = dialect.run_fields()
-    runs = sim_runs(store, sim["id"])
+    runs = listed_runs(store, SIM_RUNS, sim["id"])
     chat = chat_dto(store, sim["chat_id"], runs=runs, run_fields=fields)
     interrupts = [
         interrupt

@@ -10,7 +10,7 @@ from belt.engine.execution import End, Execution
 from belt.outgoing import tracing
 from belt.records.chats import CHAT
 from belt.records.messages import run_event
-from belt.records.runs import RunRecord, tag_gated, untag_emulated
+from belt.records.runs import EMULATED_RUNS, GATED_RUNS, RunRecord, mark_run
 from belt.wire.enums import AgentRunState, ChatStatus
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class RunSteps:
             if not self.sim.holds.waits():
                 fields["lease"] = None
             if self.sim.dialect.waits_for_gates and execution.run_id is not None:
-                tag_gated(self.sim.store, execution.run_id)
+                mark_run(self.sim.store, GATED_RUNS, execution.run_id)
             with self.chat_step(execution):
                 self.transition(execution, state=held, execution=execution.state, **fields)
                 if execution.occupies_chat:
@@ -114,7 +114,7 @@ class RunSteps:
         if execution.occupies_chat:
             self.sim.recorder.release_chat(execution.run_id)
         if self.sim.sim.get("emulated") and execution.run_id is not None:
-            untag_emulated(self.sim.store, execution.run_id)
+            mark_run(self.sim.store, EMULATED_RUNS, execution.run_id, on=False)
 
     def chat_step(self, execution: Execution) -> AbstractContextManager[object]:
         """One step of a run's chat: run state and chat status change together under its lock."""

@@ -21,21 +21,22 @@ from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import pending_for_run
 from belt.records.messages import Recorder, run_event
 from belt.records.runs import (
+    EMULATED_RUNS,
+    GATED_RUNS,
     SIM_RUNS,
     TERMINAL_STATES,
     Run,
     RunView,
     cancel_run,
     get_run,
+    mark_run,
     merge_run,
     run_dto,
-    untag_emulated,
-    untag_gated,
 )
 from belt.records.sims import (
+    HOOKS,
     Sim,
     create_sim,
-    hooks_path,
     merge_sim,
     read_hooks,
     read_sim,
@@ -180,8 +181,8 @@ def stop_run(
         )
         if recorder.chat.get("active_run_id") == run_id:
             recorder.update_chat(status=ChatStatus.IDLE.value, active_run_id=None)
-        untag_emulated(store, run_id)
-    untag_gated(store, run_id)
+        mark_run(store, EMULATED_RUNS, run_id, on=False)
+    mark_run(store, GATED_RUNS, run_id, on=False)
     merge_sim(store, str(sim["id"]), {"status": SimStatus.CANCELED.value})
     dialect.mark_ended(store, sim, run_id, End.CANCELED)
     return run_dto(run, dialect.run_fields())
@@ -209,7 +210,7 @@ def reload_hooks(store: Store, sim: Sim) -> tuple[list[LifecycleHookConfig], lis
             f"simulation {sim['id']} has no stored hooks to continue with",
             hint="it was made by an older belt; start it again with `belt sim run`",
         ) from None
-    where = hooks_path(store, sim["id"])
+    where = store.private_path(HOOKS, sim["id"])
     try:
         hooks = [LifecycleHookConfig.model_validate(hook) for hook in private["hooks"]]
     except ValidationError as exc:
@@ -234,5 +235,5 @@ def reload_located(store: Store, sim: Sim) -> dict[int, Located]:
         return {int(i): Located.from_wire(raw) for i, raw in (private.get("located") or {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         raise damaged(
-            hooks_path(store, sim["id"]), "a located handler is not a spec and a root"
+            store.private_path(HOOKS, sim["id"]), "a located handler is not a spec and a root"
         ) from None

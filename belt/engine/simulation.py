@@ -30,7 +30,7 @@ from belt.engine.turnloop import TurnLoop
 from belt.errors import InvalidInput
 from belt.records.messages import Recorder
 from belt.records.runs import SIM_RUNS, Run, RunRecord, release_lease
-from belt.records.sims import Sim, merge_sim, read_scenario, read_sim, scenario_path
+from belt.records.sims import SCENARIO, Sim, merge_sim, read_scenario, read_sim
 from belt.store import clock
 from belt.store.clock import VirtualClock, parse_timestamp, timestamp
 from belt.wire.validate import model_problems
@@ -198,7 +198,7 @@ class Simulation:
         try:
             return model.model_validate(self.scenario_doc)
         except ValidationError as exc:
-            path = scenario_path(self.store, str(self.sim["id"]))
+            path = self.store.path(SCENARIO, str(self.sim["id"]))
             raise InvalidInput(
                 f"{path}: damaged store file: it is not the scenario belt stored: "
                 f"{model_problems(exc, model=model)[0]}",

@@ -305,24 +305,9 @@ def release_lease(store: Store, run_id: str) -> None:
         store.update(RUN, run_id, apply)
 
 
-def tag_gated(store: Store, run_id: str) -> None:
-    """List a run among those held at gates (before it holds: see ``GATED_RUNS``)."""
-    store.tag(GATED_RUNS, run_id)
-
-
-def untag_gated(store: Store, run_id: str) -> None:
-    """Take a run off the runs held at gates: nothing of its continuation is left."""
-    store.untag(GATED_RUNS, run_id)
-
-
-def tag_emulated(store: Store, run_id: str) -> None:
-    """List a run among the emulated runs the servers continue (see ``EMULATED_RUNS``)."""
-    store.tag(EMULATED_RUNS, run_id)
-
-
-def untag_emulated(store: Store, run_id: str) -> None:
-    """Take a run off the emulated runs the servers continue: it has ended."""
-    store.untag(EMULATED_RUNS, run_id)
+def mark_run(store: Store, tag: str, run_id: str, on: bool = True) -> None:
+    """List a run under ``GATED_RUNS`` or ``EMULATED_RUNS``, or take it off (``on`` false)."""
+    (store.tag if on else store.untag)(tag, run_id)
 
 
 def merge_run(store: Store, run_id: str, changes: Mapping[str, object]) -> Run:
@@ -377,11 +362,6 @@ def read_run(store: Store, run_id: str) -> Run:
 def get_run(store: Store, run_id: str) -> Run | None:
     """One stored run, or None when there is none."""
     return cast("Run | None", store.get(RUN, check_id(run_id, what="run id")))
-
-
-def sim_runs(store: Store, sim_id: str) -> list[Run]:
-    """The runs of a simulation, in the order they started."""
-    return listed_runs(store, SIM_RUNS, sim_id)
 
 
 def listed_runs(store: Store, index: str, owner: str) -> list[Run]:

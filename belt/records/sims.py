@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt.store.shapes import record_shape
@@ -133,11 +132,6 @@ def create_child_sim(
     return created
 
 
-def child_sim_ids(store: Store, sim_id: str) -> list[str]:
-    """The ids of the simulations a simulation started, in order."""
-    return store.members(SIM_CHILDREN, sim_id)
-
-
 def read_sim(store: Store, sim_id: str) -> Sim:
     """One simulation; NotFound (exit 3) if missing, InvalidInput (exit 5) if damaged."""
     return cast(Sim, store.read(SIM, sim_id))
@@ -173,11 +167,6 @@ def read_scenario(store: Store, sim_id: str) -> Scenario:
     return cast(Scenario, store.read(SCENARIO, sim_id))
 
 
-def scenario_path(store: Store, sim_id: str) -> Path:
-    """Where a simulation's scenario is stored (to name it when it is damaged)."""
-    return store.path(SCENARIO, sim_id)
-
-
 def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
     """Add a turn to a simulation's scenario; returns its index."""
 
@@ -191,11 +180,6 @@ def append_turn(store: Store, sim_id: str, turn: Mapping[str, object]) -> int:
 def read_hooks(store: Store, sim_id: str) -> SimHooks:
     """The private record of a simulation's hooks; NotFound (exit 3) when it has none."""
     return cast(SimHooks, store.read_private(HOOKS, sim_id))
-
-
-def hooks_path(store: Store, sim_id: str) -> Path:
-    """Where a simulation's private hooks record is stored (to name it when it is damaged)."""
-    return store.private_path(HOOKS, sim_id)
 
 
 def write_hooks(store: Store, sim_id: str, hooks: SimHooks) -> None:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 from belt.engine.simulation import Options, SimStatus, Simulation
 from belt.errors import BeltError
 from belt.records.ids import new_id, now_iso
-from belt.records.runs import Run, read_run, sim_runs
-from belt.records.sims import Sim, child_sim_ids, create_child_sim, read_sim
+from belt.records.runs import SIM_RUNS, Run, listed_runs, read_run
+from belt.records.sims import SIM_CHILDREN, Sim, create_child_sim, read_sim
 from belt.wire.enums import AgentRunState
 
 if TYPE_CHECKING:
@@ -131,12 +131,12 @@ class Children:
 def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[Child]:
     """The children of ``kind`` a simulation started, each with its runs (for reports)."""
     found: list[Child] = []
-    for sim_id in child_sim_ids(store, str(sim["id"])):
+    for sim_id in store.members(SIM_CHILDREN, str(sim["id"])):
         child = read_sim(store, sim_id)
         if child.get("kind") != kind:
             continue
         keys = ("id", "state", "error", "created_at")
-        runs = [{key: run.get(key) for key in keys} for run in sim_runs(store, sim_id)]
+        runs = [{key: run.get(key) for key in keys} for run in listed_runs(store, SIM_RUNS, sim_id)]
         view: Child = {
             "sim_id": sim_id,
             "chat_id": child["chat_id"],
