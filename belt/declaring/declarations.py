@@ -104,8 +104,7 @@ def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
 
 def read_declaration(path: str | Path) -> Any:
     """Read a declaration file: an empty one (or an empty TOML table) is an error naming it."""
-    text = inputs.read_text(path, kind="declaration")
-    source = str(path)
+    text, source = inputs.read_text(path, kind="declaration"), str(path)
     if not text.strip():
         raise InvalidInput(f"{source}: the file is empty; it declares no hooks")
     doc = parse_text(text, source)

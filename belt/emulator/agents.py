@@ -134,11 +134,8 @@ def load_agent_file(path: Path, ref: str) -> AgentDefinition:
             f"{source}: registry: an agent file does not load a registry",
             hint="load it into the store with `belt registry add` before `belt serve`",
         )
-    hooks: list[LifecycleHookConfig] = []
-    if spec.hooks_file:
-        hooks += hooks_from_file(path.parent / spec.hooks_file)
-    if spec.hooks:
-        hooks += load_hooks(spec.hooks, source, "hooks")
+    hooks = hooks_from_file(path.parent / spec.hooks_file) if spec.hooks_file else []
+    hooks += load_hooks(spec.hooks, source, "hooks") if spec.hooks else []
     try:
         tools = check_tools(spec.tools, "tools")
     except InvalidInput as exc:
