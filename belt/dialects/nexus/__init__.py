@@ -113,12 +113,8 @@ class NexusDialect:
 
     def fired(self, report: SimReport, event: str, runs: list[ReportRun], in_turn: InTurn) -> int:
         """The hook tasks on ``event`` (a retried task once)."""
-        keys = {
-            str(task.get("task_key"))
-            for task in report.get("hook_tasks") or []
-            if task.get("event") == event and in_turn(task.get("run_id"))
-        }
-        return len(keys)
+        tasks = [t for t in report.get("hook_tasks") or [] if t.get("event") == event]
+        return len({str(t.get("task_key")) for t in tasks if in_turn(t.get("run_id"))})
 
     def unnamed_failures(self, report: SimReport) -> bool:
         """A failed hook task holds its execution (``run_state``, ``hold``) instead."""
@@ -148,16 +144,14 @@ class NexusDialect:
         calls = []
         for task in report.get("hook_tasks") or []:
             key = (str(task.get("event")), str(task.get("tool")))
+            done = "continued" if (task.get("decision") or {}).get("continue") else "acknowledged"
             for attempt in [*(task.get("history") or []), task]:
                 status = attempt.get("status")
                 # an earlier attempt in the history with an error was re-armed after failing
                 failed = status == "failed" or (attempt is not task and attempt.get("error"))
-                if status != "completed" and not failed:
-                    continue
-                continued = (task.get("decision") or {}).get("continue")
-                outcome = "continued" if continued else "acknowledged"
-                outcome = outcome if status == "completed" else "failed"
-                calls.append(Call(key, True, attempt, (outcome,)))
+                if status == "completed" or failed:
+                    outcome = done if status == "completed" else "failed"
+                    calls.append(Call(key, True, attempt, (outcome,)))
         for message in (report.get("chat") or {}).get("chat_messages") or []:
             for content in message.get("content") or []:
                 row = content.get("event") if isinstance(content, dict) else None
@@ -184,10 +178,8 @@ class NexusDialect:
 def _execution_run(report: SimReport, entry: ExecutionEntry) -> ReportRun:
     """A Nexus execution as a run: its run's record, or (not run-backed) its entry's state."""
     runs: list[ReportRun] = report.get("runs") or []
-    run = next((r for r in runs if r["id"] == entry.get("run_id")), None)
-    if run is not None:
-        return run
-    return {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
+    stand_in: ReportRun = {"id": f"execution {entry.get('turn')}", "state": entry.get("state")}
+    return next((r for r in runs if r["id"] == entry.get("run_id")), stand_in)
 
 
 DIALECT: Dialect = NexusDialect()

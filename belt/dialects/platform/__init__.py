@@ -105,11 +105,8 @@ class PlatformDialect:
     def fired(self, report: SimReport, event: str, runs: list[ReportRun], in_turn: InTurn) -> int:
         """The driver's count of each run's boundaries."""
         counts: dict[str, dict[str, int]] = report.get("fired") or {}
-        return sum(
-            int((counts.get(str(run["id"])) or {}).get(event, 0))
-            for run in runs
-            if in_turn(run["id"])
-        )
+        ran = [counts.get(str(run["id"])) or {} for run in runs if in_turn(run["id"])]
+        return sum(int(count.get(event, 0)) for count in ran)
 
     def unnamed_failures(self, report: SimReport) -> bool:
         """A hook call that failed fails the test, unless an expectation names it."""

@@ -105,10 +105,8 @@ def gate_lines(report: SimReport) -> Lines:
     lines: Lines = [("", ""), (waiting, "bold yellow")]
     for interrupt in pending:
         data = (interrupt.get("meta") or {}).get("data") or {}
-        what = (
-            f" {data['tool']}({short(data.get('arguments') or {}, 50)})" if "tool" in data else ""
-        )
-        held = f"{interrupt['source']}{what}  expires {interrupt['expires_at']}"
+        on = f" {data['tool']}({short(data.get('arguments') or {}, 50)})" if "tool" in data else ""
+        held = f"{interrupt['source']}{on}  expires {interrupt['expires_at']}"
         lines.append((f"  {interrupt['id']}  {held}", "yellow"))
     commands = [
         # A client tool's result is the resolution's data (what POST /tools/{id} stores).
