@@ -15,7 +15,6 @@ from belt.records.interrupts import (
     create_interrupt,
     get_interrupt,
     list_interrupts,
-    pending_for_run,
     read_record,
     resolve_interrupt,
     sweep,
@@ -119,7 +118,7 @@ def test_list_shows_one_runs_pending_interrupts_oldest_first(store: Store) -> No
     assert ids == [first["id"], second["id"]]
     everything = list_interrupts(store=store, run_id="run_1", include_settled=True)
     assert [item["id"] for item in everything] == [first["id"], third["id"], second["id"]]
-    assert pending_for_run(store=store, run_id="run_1") == list_interrupts(
+    assert list_interrupts(store=store, run_id="run_1") == list_interrupts(
         store=store, run_id="run_1"
     )
     assert list_interrupts(store=store, run_id="run_none") == []
@@ -273,7 +272,7 @@ def test_cancel(store: Store) -> None:
     )
     assert (cancelled["status"], cancelled["resolution"]) == ("cancelled", None)
     assert cancelled["resolved_at"] == "2026-08-11T14:00:02.000Z"
-    assert pending_for_run(store=store, run_id="run_1") == []
+    assert list_interrupts(store=store, run_id="run_1") == []
     assert sweep(store=store, now=T0 + timedelta(days=1)) == []
     with pytest.raises(Conflict, match="it is cancelled"):
         interrupts.cancel_interrupt(store=store, interrupt_id=dto["id"])

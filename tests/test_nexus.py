@@ -822,9 +822,9 @@ def approval_gate() -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for run_id in store.list_ids("run"):
-            from belt.records.interrupts import pending_for_run
+            from belt.records.interrupts import list_interrupts
 
-            pending = pending_for_run(store=store, run_id=run_id)
+            pending = list_interrupts(store=store, run_id=run_id)
             if pending:
                 return pending[0]
         time.sleep(0.01)

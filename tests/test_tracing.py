@@ -394,10 +394,10 @@ def test_a_gate_settled_by_another_traced_process_ends_in_the_runs_trace(tmp_pat
     settled = tmp_path / "settled.jsonl"
     settle = (
         "import sys; from pathlib import Path; from belt.outgoing import tracing\n"
-        "from belt.records.interrupts import pending_for_run, resolve_interrupt\n"
+        "from belt.records.interrupts import list_interrupts, resolve_interrupt\n"
         "tracing.start(trace_file=Path(sys.argv[1]))\n"
         "with tracing.span('settle'):\n"
-        "    for gate in pending_for_run(run_id=sys.argv[2]):\n"
+        "    for gate in list_interrupts(run_id=sys.argv[2]):\n"
         "        resolve_interrupt(interrupt_id=gate['id'], decision='deny')\n"
     )
     done = python("-c", settle, str(settled), run_id)

@@ -39,7 +39,7 @@ from belt.errors import Conflict, InvalidInput, NotFound
 from belt.records.changes import watching
 from belt.records.chats import AgentData, Chat, read_chat, update_chat
 from belt.records.ids import now_iso
-from belt.records.interrupts import for_resource, pending_for_run, resolve_interrupt
+from belt.records.interrupts import for_resource, list_interrupts, resolve_interrupt
 from belt.records.reports import Reporter, report_api
 from belt.records.runs import (
     EMULATED_RUNS,
@@ -333,7 +333,7 @@ class Emulator:
                 continue
             if self.queue.busy(sim_id := str(run.get("sim_id"))):
                 continue
-            ready = waiting(run) and not pending_for_run(store=self.store, run_id=run_id)
+            ready = waiting(run) and not list_interrupts(store=self.store, run_id=run_id)
             if ready or interrupted(run):
                 self.queue.submit(sim_id, partial(self.resume, run_id))
                 queued += 1
@@ -431,7 +431,7 @@ class Emulator:
         ]
         self.tell("tool", tool_id, f"{decision} ({', '.join(str(i['reason']) for i in settled)})")
         run_id = str(settled[0]["run_id"])
-        if not pending_for_run(store=self.store, run_id=run_id):
+        if not list_interrupts(store=self.store, run_id=run_id):
             self.continue_settled([run_id])
             self.await_going_on(run_id)
         return settled

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 from belt import dialects
 from belt.errors import BeltError, Conflict, NotFound, UsageError
 from belt.records import leases
-from belt.records.interrupts import pending_for_run
+from belt.records.interrupts import list_interrupts
 from belt.records.names import find_id
 from belt.records.runs import (
     GATED_RUNS,
@@ -297,7 +297,7 @@ def resume_if_settled(
         return None
     if emulated is not None and bool(run.get("emulated")) != emulated:
         return None
-    if not lost and pending_for_run(store=store, run_id=run_id):
+    if not lost and list_interrupts(store=store, run_id=run_id):
         return None
     if leases.holder_alive(run.get("lease")) and not leases.is_mine(run.get("lease")):
         return None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from belt.engine.execution import Execution, SimStatus
 from belt.engine.scenario import resolution_for
 from belt.errors import Conflict
-from belt.records.interrupts import last_settled, pending_for_run, resolve_interrupt, sweep
+from belt.records.interrupts import last_settled, list_interrupts, resolve_interrupt, sweep
 from belt.records.runs import Cancelled, RunRecord
 from belt.store import clock
 from belt.store.clock import format_duration, parse_timestamp, timestamp
@@ -63,7 +63,7 @@ class Holds:
         specs = self.sim.turn_doc(execution.turn_index).get("resolve") or []
         if not specs or execution.run is None:
             return False
-        pending = pending_for_run(store=self.sim.store, run_id=execution.run.id)
+        pending = list_interrupts(store=self.sim.store, run_id=execution.run.id)
         for interrupt in pending:
             if (spec := resolution_for(specs, interrupt)) is None:
                 continue
@@ -84,7 +84,7 @@ class Holds:
                 interrupt_id=interrupt["id"],
                 resolution=spec["decision"],
             )
-        return not pending_for_run(store=self.sim.store, run_id=execution.run.id)
+        return not list_interrupts(store=self.sim.store, run_id=execution.run.id)
 
     def wait_out(self, execution: Execution) -> bool:
         """Let time pass as the turn's ``[[turns.wait]]`` says, sweeping overdue gates; True when
@@ -96,7 +96,7 @@ class Holds:
         while (used := self.waited.get(execution.turn_index, 0)) < len(waits):
             spec = waits[used]
             self.waited[execution.turn_index] = used + 1
-            if not (pending := pending_for_run(store=self.sim.store, run_id=run_id)):
+            if not (pending := list_interrupts(store=self.sim.store, run_id=run_id)):
                 return True
             before = self.sim.clock.now()
             if spec.get("until") == "expiry":
@@ -107,7 +107,7 @@ class Holds:
             self.clock_row(execution, before, moment)
             for settled in sweep(store=self.sim.store, now=moment, run_id=run_id):
                 self.expiry_row(execution, settled)
-            if not pending_for_run(store=self.sim.store, run_id=run_id):
+            if not list_interrupts(store=self.sim.store, run_id=run_id):
                 return True
         return False
 
@@ -135,7 +135,7 @@ class Holds:
         told: set[str] = set()  # the gates last reported: reported again when they change
         renewed = time.monotonic()
         while True:
-            if not (pending := pending_for_run(store=self.sim.store, run_id=run.id)):
+            if not (pending := list_interrupts(store=self.sim.store, run_id=run.id)):
                 if told and self.sim.options.notify is not None:
                     self.sim.options.notify({"kind": "settled", "run_id": run.id})
                 return

@@ -18,7 +18,7 @@ from belt.handlers.inprocess import Located
 from belt.records import leases
 from belt.records.chats import CHAT, create_chat
 from belt.records.ids import new_id, now_iso
-from belt.records.interrupts import pending_for_run
+from belt.records.interrupts import list_interrupts
 from belt.records.messages import Recorder, run_event
 from belt.records.runs import (
     EMULATED_RUNS,
@@ -103,7 +103,7 @@ def record_simulation(
 
 def refuse_pending(store: Store, run_id: str, waits: str) -> None:
     """Conflict while the run has pending interrupts (``waits``: for what, ``{n}``: how many)."""
-    if pending := pending_for_run(store=store, run_id=run_id):
+    if pending := list_interrupts(store=store, run_id=run_id):
         ids = ", ".join(i["id"] for i in pending)
         raise Conflict(
             f"run {run_id} still {waits.format(n=len(pending))}: {ids}",

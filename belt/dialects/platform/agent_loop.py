@@ -43,7 +43,6 @@ from belt.records.interrupts import (
     cancel_interrupt,
     create_interrupt,
     list_interrupts,
-    pending_for_run,
 )
 from belt.records.messages import Message, NewMessage, active_at
 from belt.records.runs import Run, RunRecord, parked
@@ -268,7 +267,7 @@ class PlatformLoop:
         cls, store: Store, sim: Sim, run: Run, how: str
     ) -> tuple[str, dict[str, object]]:
         """Cancel the stopped run's pending gates."""
-        for interrupt in pending_for_run(store=store, run_id=str(run["id"])):
+        for interrupt in list_interrupts(store=store, run_id=str(run["id"])):
             cancel_interrupt(store=store, interrupt_id=interrupt["id"])
         return f"run {how} by user", {}
 
@@ -413,7 +412,7 @@ class PlatformLoop:
         state.update(next="gate", gate="tools")
         run_state: str | None = None  # the dialect's held state
         if approvals:
-            pending = pending_for_run(store=self.sim.store, run_id=str(execution.run_id))
+            pending = list_interrupts(store=self.sim.store, run_id=str(execution.run_id))
             first = pending[0] if pending else None
             held = next((i for i in pending if i["resource_id"] == approvals[0]["id"]), first)
             chat, tool_id = ChatStatus.AWAITING_INPUT, approvals[0]["id"]
