@@ -528,28 +528,27 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
 def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckResult) -> None:
     """Send the Standard Webhooks cases; a case handled the wrong way fails the check."""
     payload = generate.spec_sample(subject.event)
-    wrong: list[str] = []
-    first: Failure | None = None
+    wrong: list[tuple[SignatureCase, str]] = []
     for case in signature_cases(secret, payload, int(time.time())):
         answer = sender.post(subject, case.body, case.headers)
         result.cases += 1
         status, low = answer.status, 200 if case.accept else 400
-        if status is not None and low <= status < low + 100:
-            continue
-        result.failed += 1
-        got = f"HTTP {status}" if status is not None else (answer.error or "no answer")
-        wrong.append(f"{case.name}: {got}, expected {low // 100}xx")
-        if first is None:
-            if case.name == "an unsigned request":
-                reproducer = trigger_command(subject.event, subject.target, payload)
-            else:
-                reproducer = curl_command(subject.target, case.body, case.headers)
-            first = Failure(wrong[-1], json.loads(case.body), reproducer)
-    if first is not None:
-        unsigned = any(name.startswith("an unsigned request") for name in wrong)
-        lead = "accepts unsigned requests although a secret is configured; " if unsigned else ""
-        first.detail = lead + "; ".join(wrong)
-        result.failure = first
+        if status is None or not low <= status < low + 100:
+            result.failed += 1
+            got = f"HTTP {status}" if status is not None else (answer.error or "no answer")
+            wrong.append((case, f"{case.name}: {got}, expected {low // 100}xx"))
+    if wrong:
+        first, plain = wrong[0][0], "an unsigned request"
+        if first.name == plain:
+            reproducer = trigger_command(subject.event, subject.target, payload)
+        else:
+            reproducer = curl_command(subject.target, first.body, first.headers)
+        accepts_plain = any(case.name == plain for case, _ in wrong)
+        lead = (
+            "accepts unsigned requests although a secret is configured; " if accepts_plain else ""
+        )
+        detail = lead + "; ".join(why for _, why in wrong)
+        result.failure = Failure(detail, json.loads(first.body), reproducer)
 
 
 def nexus_case(subject: Subject, results: dict[str, CheckResult], sender: Sender) -> Case:

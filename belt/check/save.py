@@ -65,16 +65,13 @@ def scenario(
     event = subject.event
     if event not in SAVED_EVENTS:
         return f"a scripted turn does not deliver {event} with a payload of its choosing"
-    hook = {
-        "event": event,
-        "type": "webhook",
-        "handler": handler_spelling(subject.target, directory),
-        "timeout": max(1, math.ceil(subject.timeout)),
-    }
-    expect: dict[str, object] = {"name": f"belt check {result.title}: {short(failure.detail, 120)}"}
-    expect["event"] = event
-    if prop is not None:
-        expect["decision"] = prop.decision
+    handler, timeout = (
+        handler_spelling(subject.target, directory),
+        max(1, math.ceil(subject.timeout)),
+    )
+    hook = {"event": event, "type": "webhook", "handler": handler, "timeout": timeout}
+    name = f"belt check {result.title}: {short(failure.detail, 120)}"
+    expect = {"name": name, "event": event} | ({"decision": prop.decision} if prop else {})
     turn = _turn(event, failure.payload.get("data") or {})
     document: dict[str, object] = {
         "agent": {"name": "belt-check", "hooks": [hook]},
