@@ -543,10 +543,8 @@ def run_signatures(subject: Subject, sender: Sender, secret: str, result: CheckR
             reproducer = trigger_command(subject.event, subject.target, payload)
         else:
             reproducer = curl_command(subject.target, first.body, first.headers)
-        accepts_plain = any(case.name == plain for case, _ in wrong)
-        lead = (
-            "accepts unsigned requests although a secret is configured; " if accepts_plain else ""
-        )
+        lead = "accepts unsigned requests although a secret is configured; "
+        lead = lead if any(case.name == plain for case, _ in wrong) else ""
         detail = lead + "; ".join(why for _, why in wrong)
         result.failure = Failure(detail, json.loads(first.body), reproducer)
 

@@ -37,7 +37,6 @@ SUBJECTS = tuple(
 """The keys that say what an expectation looks at, in the order they are recognised."""
 BUDGETS = ("latency_ms", "injected_tokens", "context_tokens")
 
-COMMON = ("name",)
 KEYS: dict[str, tuple[str, ...]] = {
     subject: tuple(keys.split())
     for subject, keys in {
@@ -190,7 +189,7 @@ def _compile(
         return None
     compiler = _Compiler(item, path, dialect, findings)
     before = len(findings.problems)
-    compiler.known(item, (*KEYS[subject], *COMMON), f"key here (allowed with {subject}: ", "")
+    compiler.known(item, (*KEYS[subject], "name"), f"key here (allowed with {subject}: ", "")
     if subject in (foreign := compiler.speaks.foreign_subjects):
         compiler.error(subject, foreign[subject])
     conditions = compiler.conditions(subject)
@@ -225,8 +224,7 @@ class _Compiler:
 
     def value(self, key: str, ok: Test, expected: str, shown: Callable[[Any], str] = repr) -> Any:
         """The value of ``key``: None when it is not given or ``ok`` refuses it (an error)."""
-        value = self.item.get(key)
-        if value is None or ok(value):
+        if (value := self.item.get(key)) is None or ok(value):
             return value
         self.error(key, f"expected {expected}, got {shown(value)}")
         return None
