@@ -231,8 +231,7 @@ def _pages(
                 max([width, *(len(row[i]) for row in cells)])
                 for i, width in enumerate(widths or [len(column) for column in columns])
             ]
-            lines = [list(columns), *cells] if header else cells
-            for line in lines:
+            for line in [list(columns), *cells] if header else cells:
                 echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
             continue
         if ids:

@@ -16,7 +16,7 @@ from belt import dialects
 from belt.display.text import short
 
 if TYPE_CHECKING:
-    from belt.deliveries.replay import ReplayOutline, RowJSON, SavedTests
+    from belt.deliveries.replay import ReplayReport, RowJSON, SavedTests
     from belt.dialects.simreport import Delivery, ReportRun, SimReport
     from belt.records.messages import Message
     from belt.wire.dto import InterruptJSON, WatchEvent
@@ -173,14 +173,10 @@ def interrupted_lines(report: SimReport) -> Lines:
     simulation = report["simulation"]
     if simulation.get("interrupted"):
         left = simulation["turns_left"]
-        gone = "the process running it is gone with"
+        gone = f"the process running it is gone with {left} turn{'' if left == 1 else 's'} left"
         lines += [
             ("", ""),
-            (
-                f"⚠ the simulation was interrupted between runs: {gone} {left} turn"
-                f"{'' if left == 1 else 's'} left",
-                "bold red",
-            ),
+            (f"⚠ the simulation was interrupted between runs: {gone}", "bold red"),
             ("go on with the turns left:", ""),
             (f"  belt sim resume {simulation['resume_run']}", ""),
         ]
@@ -582,7 +578,7 @@ def replay_row(row: RowJSON) -> list[str]:
     return [*cells, changed]
 
 
-def replay_summary(report: ReplayOutline) -> tuple[str, str]:
+def replay_summary(report: ReplayReport) -> tuple[str, str]:
     """The last line of a replay."""
     summary = report["summary"]
     text = (

@@ -43,8 +43,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     """Turn tracing on for an OTLP endpoint or ``trace_file``; whether it is on."""
     global _on, _tracer, _provider, _hinted
     endpoint_set = otlp or any(
-        os.environ.get(name)
-        for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{part}ENDPOINT") for part in ("TRACES_", "")
     )
     if not endpoint_set and trace_file is None:
         return _on
