@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from contextlib import ExitStack, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack, cast
 
 from belt.display.text import describe, printable, short
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound
@@ -284,19 +284,20 @@ def create_interrupt(
 ACTIVE_RUN_STATES = (AgentRunState.WORKING, AgentRunState.INPUT_REQUIRED)
 
 
+class GateTerms(TypedDict, total=False):
+    """What a gate opened by hand may set besides its run, chat and event."""
+
+    timeout: int | None
+    default_resolution: str | None
+    meta: Any
+
+
 def open_gate(
-    *,
-    store: Store | None = None,
-    run_id: str,
-    chat_id: str,
-    event: str,
-    timeout: int | None = None,
-    default_resolution: str | None = None,
-    meta: Any = None,
+    *, store: Store | None = None, run_id: str, chat_id: str, event: str, **terms: Unpack[GateTerms]
 ) -> InterruptJSON:
     """Open a hook gate by hand (``belt interrupt create``) on an active run (exit 3, 4)."""
     store = open_store(store)
-    _checked_terms(event, "hook_gate", None, timeout, default_resolution)
+    _checked_terms(event, "hook_gate", None, terms.get("timeout"), terms.get("default_resolution"))
     run_id = find_run_id(store, run_id)
     chat_id = find_chat_id(store, chat_id)
     with store.lock(RUN, run_id):
@@ -313,15 +314,7 @@ def open_gate(
                 + (f" (its chat is {run['chat_id']})" if run.get("chat_id") else ""),
                 hint="give the run's own chat, as `belt sim show RUN_ID` names it",
             )
-        return create_interrupt(
-            store=store,
-            run_id=run_id,
-            chat_id=chat_id,
-            event=event,
-            timeout=timeout,
-            default_resolution=default_resolution,
-            meta=meta,
-        )
+        return create_interrupt(store=store, run_id=run_id, chat_id=chat_id, event=event, **terms)
 
 
 def _checked_terms(
