@@ -45,8 +45,3 @@ def scenario_coverage(name: str, loaded: Any, report: SimReport | None) -> list[
         injected = hooked["outcomes"].get("injected")
         hooked["injected_tokens"] = most.get(str(hooked["handler"])) if injected else None
     return list(entries.values())
-
-
-def never_fired(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries of hooks that never fired."""
-    return [entry for entry in entries if not entry["fired"]]
