@@ -139,13 +139,11 @@ def _refused(source: str, findings: Findings) -> InvalidInput:
     )
 
 
-def _decision(value: Any, path: str, findings: Findings) -> bool:
-    """True when ``value`` is a decision; else the problem is named."""
-    if value in DECISIONS:
-        return True
-    choices = f"(one of {', '.join(DECISIONS)}){did_you_mean(value, DECISIONS)}"
-    findings.error(path, f"{value!r} is not a decision {choices}")
-    return False
+def _decision(value: Any, path: str, findings: Findings) -> None:
+    """Name the problem when ``value`` is not a decision."""
+    if value not in DECISIONS:
+        choices = f"(one of {', '.join(DECISIONS)}){did_you_mean(value, DECISIONS)}"
+        findings.error(path, f"{value!r} is not a decision {choices}")
 
 
 def _parse_rule(raw: Any, index: int, findings: Findings) -> Rule | None:
@@ -197,19 +195,18 @@ def _turn_count(value: Any, path: str, findings: Findings) -> tuple[int | None, 
 def _response(
     raw: Mapping[str, object], path: str, findings: Findings
 ) -> LifecycleHookResponse | None:
-    decision = raw.get("decision")
-    ok = decision is None or _decision(decision, f"{path}.decision", findings)
+    before = len(findings.problems)
+    if (decision := raw.get("decision")) is not None:
+        _decision(decision, f"{path}.decision", findings)
     for key in ("reason", "system"):
         if key in raw and not isinstance(raw[key], str):
             findings.error(f"{path}.{key}", f"expected a string, got {describe(raw[key])}")
-            ok = False
     if (inject := raw.get("inject")) is not None:
         try:
             inject = ContextInjection.model_validate(inject)
         except ValidationError as exc:
             findings.problems.extend(model_problems(exc, f"{path}.inject", model=ContextInjection))
-            ok = False
-    if not ok:
+    if len(findings.problems) > before:
         return None
     return LifecycleHookResponse(
         decision=decision, reason=raw.get("reason"), inject=inject, system=raw.get("system")
