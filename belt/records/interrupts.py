@@ -405,12 +405,8 @@ pending_for_run = list_interrupts  # a run may resume when it has none
 
 def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
     """When the latest of a run's settled interrupts was settled, None while none is."""
-    times = [
-        parse_timestamp(str(record["resolved_at"]))
-        for record in _run_records(open_store(store), run_id, include_settled=True)
-        if record.get("resolved_at")
-    ]
-    return max(times, default=None)
+    latest = settlements(store=store, run_id=run_id)[:1]
+    return parse_timestamp(str(latest[0]["resolved_at"])) if latest else None
 
 
 def _settle(store: Store, interrupt_id: str, change: Callable[[Interrupt], Interrupt]) -> Interrupt:
@@ -629,10 +625,9 @@ def sweep(
         return record
 
     for marker in store.tagged(PENDING):
-        expiry, _, interrupt_id = marker.partition("-")
-        if not expiry.isdigit() or not interrupt_id:
+        if (interrupt_id := _marked_id(marker)) is None:
             continue
-        if int(expiry) > due_ms:
+        if int(marker.partition("-")[0]) > due_ms:
             break  # markers sort by expiry, so the rest are not due either
         try:
             settled.append(to_dto(_settle(store, interrupt_id, expire)))

@@ -273,10 +273,7 @@ class Recorder:
                     self.rows[message["id"]] = row
                 added.append(message)
                 listed.append(message["id"])
-            if len(listed) == 1:
-                self.store.link(MESSAGES, self.chat_id, listed[0])
-            else:
-                self.store.link_all(MESSAGES, self.chat_id, listed)
+            self.store.link_all(MESSAGES, self.chat_id, listed)
             self._index_size = self.store.index_size(MESSAGES, self.chat_id)
             self.messages += added
             self.by_id.update((message["id"], message) for message in added)
