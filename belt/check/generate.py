@@ -1,9 +1,7 @@
 """Hypothesis strategies for what a platform sends a hook: payloads per event and Nexus inputs.
 
-The shapes follow the wire models (``LifecycleHookPayload``, ``HookTaskInput``); what the spec
-fixes is sent as it fixes it, other values only with ``beyond_spec``. Paths are attacked where
-handlers break (``path_attacks``), sent first (``attack_payloads``) and generated among the rest.
-Only ``belt check`` imports this module.
+The shapes follow the wire models; values the spec fixes vary only with ``beyond_spec``. Paths are
+attacked where handlers break, those attacks sent first. Only ``belt check`` imports this module.
 """
 
 from __future__ import annotations

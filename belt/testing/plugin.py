@@ -1,9 +1,8 @@
 """A pytest plugin for hook tests, registered as ``belt`` (entry point ``pytest11``).
 
-``belt_scenario`` runs a scenario (a file, or a dict built in the test) in a fresh store in memory
-and returns a :class:`ScenarioRun` to query; a handler may be a Python callable. ``belt_serve``
-starts ``belt serve`` on a free loopback port. A failed test that ran scenarios ends with their
-transcripts. With ``pytest --belt-isolate``, each scenario runs in a supervised worker process.
+``belt_scenario`` runs a scenario (a file or a dict; a handler may be a callable) in a fresh store
+and returns a :class:`ScenarioRun` to query; ``belt_serve`` starts ``belt serve`` on a free port.
+A failed test ends with its scenarios' transcripts; ``--belt-isolate`` runs each in a worker.
 """
 
 from __future__ import annotations

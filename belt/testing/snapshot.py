@@ -1,9 +1,7 @@
-"""Snapshots: a scenario's whole record, stored beside it, and compared on each run.
+"""Snapshots: a scenario's whole record as stable JSON in ``__snapshots__/FILE.json`` beside it.
 
-``belt test --snapshot`` writes what a scenario did as JSON in a stable form and compares it with
-``__snapshots__/FILE.json`` beside the scenario file. What differs between two runs is taken out
-first: ids become names numbered by kind (``<run:1>``), durations are left out, and timestamps are
-kept only on a virtual clock. Keys are sorted and indented, so a change reads as a small diff.
+What differs between two runs is taken out first: ids become names numbered by kind (``<run:1>``),
+durations go, timestamps stay only on a virtual clock; sorted keys make a change a small diff.
 """
 
 from __future__ import annotations

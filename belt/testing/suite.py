@@ -1,9 +1,7 @@
-"""``belt test``: scenarios with expectations, run as a test suite.
+"""``belt test``: every scenario file with ``[[expect]]`` tables among the paths, run as a suite.
 
-The suite is every scenario file with ``[[expect]]`` tables among the paths given. Each scenario
-runs in a fresh store of its own (in memory; on disk under ``--keep DIR``) in a supervised worker
-process (``belt.testing.workers``), and its expectations are checked against its report; a file
-that cannot be read, or a handler that harms its worker, is the error of that scenario alone.
+Each scenario runs in a fresh store (in memory, or under ``--keep DIR``) in a supervised worker
+process; a file that cannot be read, or a handler that harms its worker, errs that scenario alone.
 """
 
 from __future__ import annotations
