@@ -64,6 +64,8 @@ class Call(NamedTuple):
 
 InTurn = Callable[[Any], bool]
 """Whether a run id belongs to the turns an expectation looks at."""
+TurnOf = Mapping[str, int]
+"""The scenario turn each run id answers (:meth:`Dialect.turns`)."""
 
 
 class ScenarioOptions(TypedDict):
@@ -131,9 +133,7 @@ class Dialect(Protocol):
     def turns(self, report: SimReport) -> tuple[dict[str, int], list[ReportRun]]:
         """The scenario turn of each run id, and the runs of the scenario's own chat in order."""
 
-    def run_of_turn(
-        self, report: SimReport, turn: int, turn_of: Mapping[str, int]
-    ) -> ReportRun | None:
+    def run_of_turn(self, report: SimReport, turn: int, turn_of: TurnOf) -> ReportRun | None:
         """The run of scenario turn ``turn`` (``turn_of`` from :meth:`turns`)."""
 
     def hook_runs(self, report: SimReport) -> list[HookRun]:

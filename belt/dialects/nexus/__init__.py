@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions, foreign_keys
+from belt.dialects import Call, Declared, Dialect, HookRun, foreign_keys
 from belt.display.text import short
 from belt.usercode.loader import collector_paused
 from belt.wire.nexus import NexusEvent
 
 if TYPE_CHECKING:
+    from belt.dialects import InTurn, ScenarioOptions, TurnOf
     from belt.dialects.simreport import ReportRun, SimReport
     from belt.records.executions import ExecutionEntry
 
@@ -81,9 +82,7 @@ class NexusDialect:
         mine = [e for e in executions if e.get("conversation_id") == chat_id]
         return turn_of, [_execution_run(report, entry) for entry in mine]
 
-    def run_of_turn(
-        self, report: SimReport, turn: int, turn_of: Mapping[str, int]
-    ) -> ReportRun | None:
+    def run_of_turn(self, report: SimReport, turn: int, turn_of: TurnOf) -> ReportRun | None:
         """The execution of the turn, as a run."""
         entries = report.get("executions") or []
         entry = next((e for e in entries if e.get("turn") == turn), None)

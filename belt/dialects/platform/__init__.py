@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from belt.deliveries.effects import handler_label
-from belt.dialects import Call, Declared, Dialect, HookRun, InTurn, ScenarioOptions, foreign_keys
+from belt.dialects import Call, Declared, Dialect, HookRun, foreign_keys
 from belt.display.text import short
 from belt.usercode.loader import collector_paused
 from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS
 from belt.wire.enums import HookDecision
 
 if TYPE_CHECKING:
+    from belt.dialects import InTurn, ScenarioOptions, TurnOf
     from belt.dialects.simreport import Delivery, ReportRun, SimReport
 
 NEXUS_ONLY = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
@@ -67,9 +68,7 @@ class PlatformDialect:
         turn_of = {str(run["id"]): index for index, run in enumerate(runs)}
         return turn_of, [run for run in runs if run.get("chat_id") == report["chat"]["id"]]
 
-    def run_of_turn(
-        self, report: SimReport, turn: int, turn_of: Mapping[str, int]
-    ) -> ReportRun | None:
+    def run_of_turn(self, report: SimReport, turn: int, turn_of: TurnOf) -> ReportRun | None:
         """The run that answers the turn."""
         runs = report.get("runs") or []
         return next((r for r in runs if turn_of.get(str(r["id"])) == turn), None)
