@@ -38,6 +38,7 @@ from belt.store import Store
 from belt.store.clock import parse_timestamp
 from belt.wire.dto import InterruptJSON, WatchEvent
 from belt.wire.enums import HookEvent, InterruptReason, InterruptStatus, NexusEvent
+from belt.wire.validate import Findings
 
 DECISIONS = ("allow", "deny", "ask")
 RULE_KEYS = tuple("name decision reason event tool arguments run_id chat_id agent hours".split())
@@ -170,28 +171,10 @@ def parse_rules(text: str, source: str, digest: str) -> Rules:
         raise InvalidInput(f"{source}: invalid TOML: {exc}", where=source) from None
 
 
-@dataclass
-class _Problems:
-    """The problems found in a rules file, each ``<where>: <why>``."""
-
-    found: list[str] = field(default_factory=list)
-
-    def error(self, path: str, rule: str) -> None:
-        self.found.append(f"{path}: {rule}")
-
-    def unknown(self, raw: Mapping[str, object], allowed: tuple[str, ...], path: str) -> None:
-        for key in raw:
-            if key not in allowed:
-                self.error(
-                    f"{path}.{key}" if path else key,
-                    f"unknown field (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}",
-                )
-
-
 def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
     """Check and compile a decoded rules file; InvalidInput names every problem, the first first."""
-    problems = _Problems()
-    problems.unknown(doc, ("rules",), "")
+    problems = Findings()
+    problems.unknown_keys(doc, ("rules",), "", noun="field")
     raw_rules = doc.get("rules")
     rules: list[Rule] = []
     if not isinstance(raw_rules, list) or not raw_rules:
@@ -208,18 +191,18 @@ def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
             elif rule is not None:
                 names.add(rule.name)
                 rules.append(rule)
-    if problems.found:
-        first, more = problems.found[0], len(problems.found) - 1
+    if problems.problems:
+        first, more = problems.problems[0], len(problems.problems) - 1
         raise InvalidInput(
             f"{source}: {first}" + (f" (and {more} more problem(s))" if more else ""),
-            problems=problems.found if more else None,
+            problems=problems.problems if more else None,
             where=source,
             hint="nothing was settled; see docs/interrupts.md for the rules format",
         )
     return Rules(source, digest, tuple(rules))
 
 
-def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
+def _parse_rule(raw: Any, index: int, problems: Findings) -> Rule | None:
     path = f"rules[{index}]"
     if not isinstance(raw, dict):
         problems.error(path, f"expected a table, got {describe(raw)}")
@@ -234,8 +217,8 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
             f"{path}.name",
             f"expected a name (printable, 1 to {most} characters), got {describe(name)}",
         )
-    before = len(problems.found)
-    problems.unknown(raw, RULE_KEYS, path)
+    before = len(problems.problems)
+    problems.unknown_keys(raw, RULE_KEYS, path, noun="field")
     if (decision := raw.get("decision")) not in DECISIONS:
         problems.error(
             f"{path}.decision",
@@ -254,12 +237,12 @@ def _parse_rule(raw: Any, index: int, problems: _Problems) -> Rule | None:
     globs = [(key, found) for key in GLOB_KEYS if (found := glob_field(raw, key, path, problems))]
     arguments = argument_matchers(raw.get("arguments"), f"{path}.arguments", problems)
     hours = _hours(raw.get("hours"), f"{path}.hours", problems)
-    if len(problems.found) > before or not isinstance(name, str) or not name.strip():
+    if len(problems.problems) > before or not isinstance(name, str) or not name.strip():
         return None
     return Rule(str(name), str(decision), str(reason), event, tuple(globs), arguments, hours)
 
 
-def _hours(value: Any, path: str, problems: _Problems) -> tuple[int, int] | None:
+def _hours(value: Any, path: str, problems: Findings) -> tuple[int, int] | None:
     if value is None:
         return None
     if (found := HOURS.fullmatch(value) if isinstance(value, str) else None) is None:

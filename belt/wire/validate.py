@@ -61,13 +61,15 @@ class Findings:
         """True when no error was found."""
         return not self.problems
 
-    def unknown_keys(self, raw: Mapping[str, object], allowed: Sequence[str], path: str) -> None:
+    def unknown_keys(
+        self, raw: Mapping[str, object], allowed: Sequence[str], path: str, noun: str = "key"
+    ) -> None:
         """Record an error for each key of ``raw`` (at ``path``, maybe "") not ``allowed``."""
         for key in raw:
             if key not in allowed:
                 self.error(
                     f"{path}.{key}" if path else key,
-                    f"unknown key (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}",
+                    f"unknown {noun} (allowed: {', '.join(allowed)}){did_you_mean(key, allowed)}",
                 )
 
 
