@@ -139,9 +139,7 @@ def serve(
             "(or BELT_SERVE_TOKEN)",
         )
     hosts = [allowed_host_name(name) for name in allow_hosts or []]
-    if not math.isfinite(sweep_interval) or (
-        sweep_interval != 0 and not sweep_interval >= MIN_SWEEP_INTERVAL
-    ):
+    if not (sweep_interval == 0 or MIN_SWEEP_INTERVAL <= sweep_interval < math.inf):
         raise UsageError(
             f"--sweep-interval must be 0 (off) or a number of seconds from {MIN_SWEEP_INTERVAL:g}"
         )

@@ -96,8 +96,7 @@ def belt_problem(exc: BeltError) -> Problem:
 
 async def http_problem(request: Request, exc: Exception) -> Response:
     """Starlette's own HTTP errors (unknown route, wrong method) as problem+json."""
-    if not isinstance(exc, HTTPException):
-        return Problem(500, str(exc)).response()
+    assert isinstance(exc, HTTPException)  # the handler of HTTPException alone
     return Problem(exc.status_code, exc.detail).response(dict(exc.headers or {}))
 
 

@@ -1,9 +1,5 @@
-"""The Nexus profile API of ``belt serve``: GET and PUT /agent_api/v1/profile/configuration.
-
-The body is the whole configuration declaration, answered as it is stored. A PUT is checked with
-the rules of ``check_nexus_profile``; a bad declaration is refused with problem+json (422) whose
-``detail`` names the first problem's path and whose ``errors`` lists every one.
-"""
+"""The Nexus profile API of ``belt serve``: GET and PUT /agent_api/v1/profile/configuration, the
+whole declaration as stored; a bad one is a 422 whose ``errors`` lists every problem."""
 
 from __future__ import annotations
 

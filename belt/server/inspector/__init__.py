@@ -1,10 +1,8 @@
 """The inspector page of ``belt serve``: ``GET /`` and its JSON routes under ``/inspector/``.
 
-It only routes: the page and its API (``belt.server.inspector.page``) are imported on the first
-request to them, so a server nobody looks at starts as it did without it. ``belt.server.guard``
-checks every route; with ``--token`` each JSON route needs the bearer token, but the page's own
-files (which hold no data) do not: the script reads the token from the URL's fragment
-(``/#token=...``), which a browser never sends to a server.
+Its API (``belt.server.inspector.page``) is imported on the first request to it. With ``--token``
+the JSON routes need the token but the page's own files do not (the script reads it from the
+URL's fragment, which a browser never sends).
 """
 
 from __future__ import annotations

@@ -10,17 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from belt.deliveries.effects import is_in_process, url_host
+from belt.deliveries.effects import is_in_process
 from belt.deliveries.keep import kept_scenario, replay_handler
 from belt.deliveries.replay import (
     Recorded,
     Replay,
     ReplayReport,
     executed,
+    open_target,
     payload_model,
-    policy_target,
     served,
-    url_target,
 )
 from belt.display.text import describe
 from belt.engine.dispatch import load_located, route_for
@@ -55,12 +54,10 @@ class Target:
     value: str | None = None
 
     @property
-    def label(self) -> str:
-        """How the target is named in the replay's report and journal."""
-        if self.kind == "url":
-            return url_host(str(self.value))
-        named = {"own": "its own handler", "policy": f"policy {self.value}"}
-        return named.get(self.kind, f"py:{self.value}")
+    def options(self) -> dict[str, Any]:
+        """A URL, policy or ``py:`` target as ``belt replay``'s --to, --policy, --handler."""
+        names = {"url": "to", "policy": "policy", "py": "handler"}
+        return {name: self.value if kind == self.kind else None for kind, name in names.items()}
 
 
 def parse_target(raw: Any) -> Target:
@@ -117,7 +114,7 @@ class Replayer:
             recorded.append(item)
             if isinstance(item.payload, dict):
                 owners[id(item.payload)] = entry
-        deliver, close = self._target(target, owners)
+        label, deliver, close = self._target(target, owners)
         where = (
             f"delivery {entries[0].summary['id']}"
             if len(entries) == 1
@@ -128,7 +125,7 @@ class Replayer:
                 self.store,
                 recorded,
                 where=f"the inspector: {where}",
-                label=target.label,
+                label=label,
                 deliver=deliver,
                 deadline=time.monotonic() + REPLAY_SECONDS,
             ).report()
@@ -153,14 +150,13 @@ class Replayer:
 
     def _target(
         self, target: Target, owners: dict[int, Entry]
-    ) -> tuple[Callable[[dict[str, object]], WebhookResult], Callable[[], None]]:
-        if target.kind == "url":
-            return url_target(str(target.value), None)[1:]
-        if target.kind == "policy":
-            return policy_target(Path(str(target.value)))[1:]
+    ) -> tuple[str, Callable[[dict[str, object]], WebhookResult], Callable[[], None]]:
+        """The label (in the report and journal), deliverer and closer of ``target``."""
+        if target.kind in ("url", "policy"):
+            return open_target(**target.options)
         if target.kind == "py":
-            return self._in_process(f"py:{target.value}"), lambda: None
-        return self._own(owners), lambda: None
+            return f"py:{target.value}", self._in_process(f"py:{target.value}"), lambda: None
+        return "its own handler", self._own(owners), lambda: None
 
     def _in_process(
         self, spec: str, place: Located | None = None
@@ -240,14 +236,8 @@ def scenario_handler(
 ) -> tuple[str, list[str]]:
     """The handler a kept scenario's hook names for ``target`` (as ``belt replay --save-tests``
     names it), and notes for its reader."""
-    if target.kind in ("url", "py", "policy"):
-        value = str(target.value)
-        handler, notes = replay_handler(
-            to=value if target.kind == "url" else None,
-            policy=Path(value) if target.kind == "policy" else None,
-            handler=value if target.kind == "py" else None,
-            directory=None,
-        )
+    if target.kind != "own":
+        handler, notes = replay_handler(**target.options, directory=None)
         return handler, notes + _absolute_note(handler)
     if entry is None or record is None:
         raise InvalidInput("target: 'own' needs the delivery (id) whose handler it is")

@@ -18,7 +18,6 @@ from belt.records.interrupts import (
     inbox,
     list_interrupts,
     on_expiry,
-    pending_for_run,
     person,
     read_record,
     resolve_interrupt,
@@ -275,7 +274,7 @@ def resolve(
     run = store.get(RUN, run_id)
     if run is None or not run.get("sim_id"):
         return dto, {"run_id": run_id, "continues": False, "why": "not a simulated run"}
-    waiting = pending_for_run(store=store, run_id=run_id)
+    waiting = list_interrupts(store=store, run_id=run_id)
     if waiting:
         why = f"{len(waiting)} more gate(s) of the run are pending"
         return dto, {"run_id": run_id, "continues": False, "why": why, "waiting": len(waiting)}
