@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from belt.errors import Conflict, NotFound, UsageError
@@ -15,30 +14,21 @@ from belt.wire.dto import InterruptJSON, WatchEvent
 if TYPE_CHECKING:
     from belt.backends.remote import Platform
     from belt.records.interrupts import BatchResult, Settlement
-    from belt.records.messages import Message
     from belt.store import Store
 
 Listed = tuple[InterruptJSON, str | None]
 """An InterruptDTO, and how it settles on expiry when the backend knows (``allow``/``deny``)."""
 
 
-class Settled(InterruptJSON):
-    """A settled interrupt as the store lists it: the line saying how, and the settlement."""
-
-    settled_by: str | None
-    trail: Settlement | None
-
-
 class LocalBackend:
-    """The store in the state directory, as a platform, with what only it does (transcripts,
-    continuing runs, expiring gates and opening them by hand)."""
+    """The store in the state directory, as a platform."""
 
     def __init__(self, store: Store | None = None) -> None:
         from belt.store import open_store  # noqa: PLC0415 - start-up: belt --help
 
         self.store = store if store is not None else open_store()
 
-    def _run_id(self, ref: str) -> str:
+    def run_named(self, ref: str) -> str:
         """A run named by its id, short id or a unique prefix of a stored one (else as it is)."""
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
         from belt.records.runs import find_run_id  # noqa: PLC0415 - start-up: belt --help
@@ -58,9 +48,8 @@ class LocalBackend:
         from belt.records.interrupts import inbox, on_expiry, to_dto  # noqa: PLC0415 - start-up: belt --help
         from belt.records.names import named_or_given  # noqa: PLC0415 - start-up: belt --help
 
-        run_id = None if run_id is None else self._run_id(run_id)
-        if chat_id is not None:
-            chat_id = named_or_given(find_chat_id, self.store, chat_id)
+        run_id = None if run_id is None else self.run_named(run_id)
+        chat_id = None if chat_id is None else named_or_given(find_chat_id, self.store, chat_id)
         records = inbox(
             store=self.store,
             run_id=run_id,
@@ -76,19 +65,27 @@ class LocalBackend:
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
         record = read_record(store=self.store, interrupt_id=full_id)
-        if run_id and record.get("run_id") != (run_id := self._run_id(run_id)):
+        if run_id and record.get("run_id") != (run_id := self.run_named(run_id)):
             raise NotFound(f"interrupt {full_id} is not on run {run_id}")
         return to_dto(record), on_expiry(record)
 
     def resolve_interrupt(
-        self, *, interrupt_id: str, decision: str, data: Any = None, door: str = "cli"
+        self,
+        *,
+        interrupt_id: str,
+        decision: str,
+        data: Any = None,
+        door: str = "cli",
+        by: Settlement | None = None,
     ) -> InterruptJSON:
-        """Resolve an interrupt as the OS user through ``door`` (a prefix: pending ones first)."""
+        """Resolve an interrupt ``by`` a rule, else as the OS user through ``door`` (a prefix:
+        pending ones first)."""
         from belt.records.interrupts import find_interrupt_id, person, resolve_interrupt  # noqa: PLC0415 - start-up: belt --help
 
         full_id = find_interrupt_id(store=self.store, ref=interrupt_id, pending_first=True)
+        by = by or person(door)
         return resolve_interrupt(
-            store=self.store, interrupt_id=full_id, decision=decision, data=data, by=person(door)
+            store=self.store, interrupt_id=full_id, decision=decision, data=data, by=by
         )
 
     def batch_atomic(self) -> bool:
@@ -130,80 +127,11 @@ class LocalBackend:
         """Events as interrupts (of ``run_ids`` only, if given) open and settle."""
         from belt.records.interrupts import Watch  # noqa: PLC0415 - start-up: belt --help
 
-        watch = Watch(store=self.store, run_ids=[self._run_id(run_id) for run_id in run_ids])
+        watch = Watch(store=self.store, run_ids=[self.run_named(run_id) for run_id in run_ids])
         yield from watch.start()
         while True:
             sleep(interval)
             yield from watch.poll()
-
-    def transcript_before(self, *, interrupt: InterruptJSON, limit: int = 6) -> list[Message]:
-        """The messages of the interrupt's chat just before it opened (for ``review``)."""
-        from belt.records.interrupts import transcript_before  # noqa: PLC0415 - start-up: belt --help
-
-        return transcript_before(store=self.store, record=interrupt, limit=limit)
-
-    def resume_settled_run(self, *, run_id: str) -> list[tuple[str, str]]:
-        """Continue a run whose gates are all settled, as ``belt sim resume`` does; the (run,
-        state) of each run it executed."""
-        from belt.records.interrupts import pending_for_run  # noqa: PLC0415 - start-up: belt --help
-        from belt.records.runs import RUN  # noqa: PLC0415 - start-up: belt --help
-
-        if not self.store.exists(RUN, run_id) or pending_for_run(store=self.store, run_id=run_id):
-            return []
-        from belt.engine.entrypoints import resume_run  # start-up: the engine
-
-        report, executed = resume_run(run_id=run_id)
-        states = {run["id"]: str(run["state"]) for run in report["runs"]}
-        return [(executed_id, states.get(executed_id, "?")) for executed_id in executed]
-
-    def sweep(self, *, at: datetime | None = None) -> list[InterruptJSON]:
-        """Settle every pending interrupt overdue now (or ``at``) with its default resolution."""
-        from belt.records.interrupts import sweep  # noqa: PLC0415 - start-up: belt --help
-
-        return sweep(store=self.store, now=at)
-
-    def settled_by(self, *, interrupt_id: str) -> tuple[Settlement | None, str | None]:
-        """The stored settlement of an interrupt and its line."""
-        from belt.records.interrupts import find_interrupt_id, read_record, settled_by, trail  # noqa: PLC0415 - start-up: belt --help
-
-        full_id = find_interrupt_id(store=self.store, ref=interrupt_id)
-        record = read_record(store=self.store, interrupt_id=full_id)
-        return trail(record), settled_by(record)
-
-    def settlements(
-        self, *, since: datetime | None = None, run_id: str | None = None
-    ) -> list[Settled]:
-        """The settled interrupts, the latest first (of one run, if given)."""
-        from belt.records.interrupts import settled_by, settlements, to_dto, trail  # noqa: PLC0415 - start-up: belt --help
-
-        run_id = None if run_id is None else self._run_id(run_id)
-        return [
-            Settled(**to_dto(record), settled_by=settled_by(record), trail=trail(record))
-            for record in settlements(store=self.store, since=since, run_id=run_id)
-        ]
-
-    def create_interrupt(
-        self,
-        *,
-        run_id: str,
-        chat_id: str,
-        event: str,
-        timeout: int | None = None,
-        default_resolution: str | None = None,
-        meta: Any = None,
-    ) -> InterruptJSON:
-        """Open a hook gate on a run that is working or awaiting a decision; its InterruptDTO."""
-        from belt.records.interrupts import open_gate  # noqa: PLC0415 - start-up: belt --help
-
-        return open_gate(
-            store=self.store,
-            run_id=run_id,
-            chat_id=chat_id,
-            event=event,
-            timeout=timeout,
-            default_resolution=default_resolution,
-            meta=meta,
-        )
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
         """Store the chat's ``disable_hooks`` (the chat by id, short id or unique prefix)."""
@@ -264,15 +192,16 @@ def matching_gates(
     listed = backend.find_interrupts(
         run_id=run_id, chat_id=chat_id, include_settled=include_settled
     )
-    items = [item for item, _ in listed if _selected(item, tool=tool, event=event)]
+    items = [
+        item
+        for item, _ in listed
+        if (event is None or item.get("source") == f"hook:{event}")
+        and (tool is None or _holds_tool(item, tool))
+    ]
     return sorted(items, key=lambda item: str(item.get("created_at")))
 
 
-def _selected(item: InterruptJSON, *, tool: str | None, event: str | None) -> bool:
-    if event is not None and item.get("source") != f"hook:{event}":
-        return False
-    if tool is None:
-        return True
+def _holds_tool(item: InterruptJSON, tool: str) -> bool:
     meta = item.get("meta")
     data = meta.get("data") if isinstance(meta, dict) else None
     return isinstance(data, dict) and data.get("tool") == tool

@@ -26,7 +26,6 @@ from belt.errors import UsageError
 from belt.outgoing import tracing
 
 if TYPE_CHECKING:
-    from belt.records.interrupts import Settlement
     from belt.rules.approvals import Outcome, Resolve
     from belt.wire.dto import InterruptJSON, WatchEvent
 
@@ -124,15 +123,10 @@ def _runs_needed(command: str, hint: str | None = None) -> UsageError:
 
 def _resolver(backend: Backend, door: str | None) -> Resolve:
     """How auto resolves, each in a belt.settlement span: in the store, or through the API."""
-    from belt.rules.approvals import store_resolver  # start-up: the rules engine
 
-    def settle(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
-        with tracing.settlement(by["how"], door):
-            if isinstance(backend, LocalBackend):
-                return store_resolver(backend.store)(interrupt_id, decision, data, by)
-            return backend.resolve_interrupt(
-                interrupt_id=interrupt_id, decision=decision, data=data, by=by
-            )
+    def settle(**call: Any) -> InterruptJSON:
+        with tracing.settlement(call["by"]["how"], door):
+            return backend.resolve_interrupt(**call)
 
     return settle
 

@@ -151,10 +151,13 @@ def show(
         belt interrupt show k2m9x0q4
     """
     from belt.display import render  # start-up: not for resolve
+    from belt.records import interrupts  # start-up: not for resolve
 
     with open_backend(api, api_key=api_key) as backend:
         item, on_expiry = backend.show_interrupt(interrupt_id=interrupt_id, run_id=run)
-    trail, settled_by = (None, None) if api else LocalBackend().settled_by(interrupt_id=item["id"])
+    record = None if api else interrupts.read_record(interrupt_id=item["id"])
+    trail = None if record is None else interrupts.trail(record)
+    settled_by = None if record is None else interrupts.settled_by(record)
     shown = item if trail is None else {**item, "settled_by": settled_by, "trail": trail}
     if output.json_printed(json_, shown):
         return
@@ -437,6 +440,7 @@ def review(
         belt interrupt review --resume
     """
     from belt.display.render import review_lines  # start-up: not for resolve
+    from belt.records import interrupts  # start-up: not for resolve
 
     if not sys.stdin.isatty():
         pending = LocalBackend().find_interrupts()  # the hint names the oldest
@@ -450,11 +454,12 @@ def review(
         )
     start_tracing(otlp, trace)
     backend = LocalBackend()
+    store = backend.store
     passed: set[str] = set()
     done = {"allow": 0, "deny": 0, "skip": 0}
     while True:
         # The gates already overdue are settled as the platform's sweep would, not asked about.
-        if settled := backend.sweep():
+        if settled := interrupts.sweep(store=store):
             each = ", ".join(f"{_name(i)} {i['resolution']}" for i in settled)
             output.warning(
                 f"settled {len(settled)} overdue gate(s) with their default resolution, as the "
@@ -465,7 +470,7 @@ def review(
             break
         item, on_expiry = min(waiting, key=lambda listed: str(listed[0].get("expires_at")))
         try:
-            before = backend.transcript_before(interrupt=item)
+            before = interrupts.transcript_before(store=store, record=item)
         except BeltError as exc:
             output.warning(f"no transcript: {exc.message}")
             before = []
@@ -489,15 +494,22 @@ def review(
             continue
         done[answer] += 1
         output.success(f"{resolved.get('short_id')} resolved: {resolved.get('resolution')}")
-        if resume:  # the run goes on once every gate of it is settled
-            run_id = str(item.get("run_id"))
-            try:
-                states = backend.resume_settled_run(run_id=run_id)
-            except BeltError as exc:  # another process continues it, or it waits at no gate
-                output.warning(f"run {run_id} not resumed: {exc.message}")
-                continue
-            for resumed, state in states:
-                output.success(f"run {resumed} resumed: {state}")
+        # The run goes on once every gate of it is settled.
+        run_id = str(item.get("run_id"))
+        if not resume or not store.exists("run", run_id):
+            continue
+        if interrupts.pending_for_run(store=store, run_id=run_id):
+            continue
+        from belt.engine.entrypoints import resume_run  # start-up: the engine
+
+        try:
+            report, executed = resume_run(run_id=run_id)
+        except BeltError as exc:  # another process continues it, or it waits at no gate
+            output.warning(f"run {run_id} not resumed: {exc.message}")
+            continue
+        states = {run["id"]: str(run["state"]) for run in report["runs"]}
+        for resumed in executed:
+            output.success(f"run {resumed} resumed: {states.get(resumed, '?')}")
     total = sum(done.values())
     still = f"; {left} still pending" if left else ""
     tally = f"{total}: {done['allow']} allowed, {done['deny']} denied, {done['skip']} skipped"
@@ -614,10 +626,12 @@ def sweep(
         belt interrupt sweep --at 2026-08-11T14:10:00Z --json
     """
 
+    from belt.records.interrupts import sweep  # start-up: belt interrupt list
+
     moment = moment_option(at, "--at")
     start_tracing(otlp, trace)
     with tracing.settlement("expiry"):
-        settled = LocalBackend().sweep(at=moment)
+        settled = sweep(now=moment)
     if output.json_printed(json_, {"settled": len(settled), "interrupts": settled}):
         return
     output.success(f"settled {len(settled)} overdue interrupt(s)")
@@ -656,8 +670,9 @@ def create(
     """
 
     from belt.reading.inputs import read_json_object_option  # start-up: belt interrupt list
+    from belt.records.interrupts import open_gate  # start-up: belt interrupt list
 
-    item = LocalBackend().create_interrupt(
+    item = open_gate(
         run_id=run,
         chat_id=chat,
         event=event,
@@ -700,17 +715,24 @@ def log(
         belt interrupt log --run ar_k2m9x0q4 --json
     """
     from belt.display import render  # start-up: not for resolve
+    from belt.records import interrupts  # start-up: not for resolve
 
-    settled = LocalBackend().settlements(since=_since(since), run_id=run)
+    backend = LocalBackend()
+    run_id = None if run is None else backend.run_named(run)
+    records = interrupts.settlements(store=backend.store, since=_since(since), run_id=run_id)
+    dtos = [interrupts.to_dto(record) for record in records]
     output.listing(
         json_,
-        settled,
+        [
+            dto | {"settled_by": interrupts.settled_by(r), "trail": interrupts.trail(r)}
+            for dto, r in zip(dtos, records, strict=True)
+        ],
         ["settled", "id", "status", "event", "holds", "run", "settled by"],
         [
             [str(item.get("resolved_at")), str(item.get("id")), render.interrupt_status(item)]
             + [render.gate_event(item), render.gate_holds(item), str(item.get("run_id"))]
-            + [str(item.get("settled_by"))]
-            for item in settled
+            + [str(interrupts.settled_by(record))]
+            for item, record in zip(dtos, records, strict=True)
         ],
         empty="no settled gates" + (f" since {since}" if since else ""),
         ids=(1, 5),

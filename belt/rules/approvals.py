@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -260,7 +261,7 @@ def _hours(value: Any, path: str, problems: Findings) -> tuple[int, int] | None:
 
 # -- settling gates as they open --------------------------------------------------------------
 
-Resolve = Callable[[str, str, Any, Settlement], InterruptJSON]  # (id, decision, data, by)
+Resolve = Callable[..., InterruptJSON]  # called as resolve_interrupt, by keyword, with ``by``
 
 
 @dataclass(frozen=True)
@@ -287,13 +288,7 @@ class Outcome:
 
 def store_resolver(store: Store) -> Resolve:
     """Resolve gates in ``store``, recording the settlement in their trail."""
-
-    def resolve(interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
-        return resolve_interrupt(
-            store=store, interrupt_id=interrupt_id, decision=decision, data=data, by=by
-        )
-
-    return resolve
+    return partial(resolve_interrupt, store=store)
 
 
 def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | None:
@@ -303,9 +298,9 @@ def settle(rules: Rules, item: InterruptJSON, resolve: Resolve) -> Outcome | Non
     verdict = rules.decide(item)
     if verdict.rule is None or verdict.decision == "ask":
         return Outcome(item, verdict)
-    data = {"reason": verdict.rule.reason}
+    by, data = rules.settlement(verdict.rule), {"reason": verdict.rule.reason}
     try:
-        done = resolve(str(item["id"]), verdict.decision, data, rules.settlement(verdict.rule))
+        done = resolve(interrupt_id=str(item["id"]), decision=verdict.decision, data=data, by=by)
     except (Conflict, NotFound) as exc:
         return Outcome(item, verdict, skipped=exc.message)
     return Outcome(item, verdict, settled=done)
