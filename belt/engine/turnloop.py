@@ -9,7 +9,7 @@ from belt.engine.execution import End, Execution, SimStatus
 from belt.engine.simrecord import last_run_ended
 from belt.errors import Conflict
 from belt.outgoing import tracing
-from belt.records.runs import Cancelled, RunRecord, parked, take_lease, take_over_ended
+from belt.records.runs import Cancelled, RunRecord, parked, read_run, take_lease, take_over_ended
 from belt.records.sims import Sim, change_sim
 from belt.store import clock
 from belt.store.clock import parse_duration
@@ -135,8 +135,7 @@ class TurnLoop:
     def held_status(self) -> SimStatus:
         """Held when the run waits for input (a gate, an approval), else the dialect's status."""
         if self.sim.current is not None:
-            run = RunRecord.read(self.sim.store, self.sim.current)
-            if run.state == AgentRunState.INPUT_REQUIRED:
+            if read_run(self.sim.store, self.sim.current)["state"] == AgentRunState.INPUT_REQUIRED:
                 return SimStatus.HELD
         return self.sim.dialect.held_status
 

@@ -159,25 +159,20 @@ def run_event(
     }
 
 
-def chat_messages(store: Store, chat_id: str, turn_count: int) -> list[Message]:
-    """A chat's messages in order, its injections as they stand at ``turn_count``."""
-    return read_chat_messages(store, chat_id, turn_count)[0]
-
-
-def read_chat_messages(
-    store: Store, chat_id: str, turn_count: int
-) -> tuple[list[Message], dict[str, Message]]:
-    """``chat_messages``, and the transcript row each injection's file holds (by its id)."""
+def chat_messages(
+    store: Store, chat_id: str, turn_count: int, rows: dict[str, Message] | None = None
+) -> list[Message]:
+    """A chat's messages in order, its injections as they stand at ``turn_count``; ``rows``
+    gets the transcript row each injection's file holds (by its id)."""
     messages: list[Message] = []
-    rows: dict[str, Message] = {}
     for message_id in store.members(MESSAGES, chat_id):
         parts = expanded(store, cast(Message, store.read(MESSAGE, message_id)))
-        if len(parts) == 2:
+        if len(parts) == 2 and rows is not None:
             rows[parts[1]["id"]] = parts[0]
         messages += parts
     messages.sort(key=lambda m: m["order"])
     settle_injections(messages, turn_count)
-    return messages, rows
+    return messages
 
 
 class Recorder:
@@ -196,9 +191,9 @@ class Recorder:
     def reload_messages(self) -> None:
         """Read the chat's messages from the store again."""
         self._index_size = self.store.index_size(MESSAGES, self.chat_id)
-        self.messages, self.rows = read_chat_messages(
-            self.store, self.chat_id, int(self.chat.get("turn_count", 0))
-        )
+        rows: dict[str, Message] = {}
+        turns = int(self.chat.get("turn_count", 0))
+        self.messages, self.rows = chat_messages(self.store, self.chat_id, turns, rows), rows
         self.by_id = {m["id"]: m for m in self.messages}
 
     @property

@@ -187,11 +187,6 @@ class RunRecord:
         touched(chat_id)
         return cls(store, data)
 
-    @classmethod
-    def read(cls, store: Store, run_id: str) -> RunRecord:
-        """A stored run; NotFound (exit 3) if there is none."""
-        return cls(store, read_run(store, run_id))
-
     @property
     def id(self) -> str:
         """The run's id."""

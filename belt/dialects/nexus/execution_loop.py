@@ -51,7 +51,7 @@ from belt.records.ids import new_id, now_iso
 from belt.records.interrupts import read_record, sweep
 from belt.records.messages import Message
 from belt.records.profile import read_profile
-from belt.records.runs import Cancelled, Run, RunRecord
+from belt.records.runs import Cancelled, Run, RunRecord, read_run
 from belt.records.sims import Sim
 from belt.store import clock
 from belt.store.clock import parse_timestamp, utcnow
@@ -202,7 +202,7 @@ class NexusLoop:
             regenerates = previous["run_id"]
             hooks = previous["hooks"]
             if regenerates:
-                hooks = RunRecord.read(self.sim.store, regenerates).data.get("hooks") or {}
+                hooks = read_run(self.sim.store, regenerates).get("hooks") or {}
             approval_mode = previous["approval_mode"]
             origin = {**previous["profile"], "reused_from": regenerates}
             state["input"] = previous["input_message_id"]
@@ -367,7 +367,7 @@ class NexusLoop:
         """Record how the execution of ``run_id`` stopped on its entry."""
         if run_id is None:
             return
-        run = RunRecord.read(store, run_id).data
+        run = read_run(store, run_id)
         cls.set_entry_state(store, str(sim["id"]), int(run["turn_index"]), end)
 
     @classmethod
