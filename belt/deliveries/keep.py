@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import tomli_w
 
 from belt.deliveries.effects import url_host
-from belt.deliveries.replay import Recorded, Replay, Row, SavedTests, open_replay, payload_model
+from belt.deliveries.replay import Answer, Replay, Row, SavedTests, open_replay, payload_model
 from belt.display.text import printable
 from belt.engine.scenario import scenario_from_document
 from belt.errors import BeltError, InvalidInput, UsageError
@@ -125,7 +125,7 @@ def _expectation(event: str, data: Mapping[str, object], expect: Mapping[str, ob
     return expectation
 
 
-def answer_expected(answer: Recorded | Row) -> Expected:
+def answer_expected(answer: Answer) -> Expected:
     """What a kept scenario expects of an answer: its decision, reason and injection, or error."""
     if answer.error:
         return {"decision": "error"}
@@ -208,7 +208,7 @@ def kept_scenario(
 
 
 def replay_handler(
-    *, to: str | None, policy: Path | None, handler: str | None, directory: Path | None
+    *, to: str | None, policy: Path | str | None, handler: str | None, directory: Path | None
 ) -> tuple[str, list[str]]:
     """The handler a kept scenario names for a replay's target, and notes for its reader."""
     if to is not None:
@@ -289,7 +289,7 @@ class TestWriter:
 
     def write(self, row: Row) -> None:
         """Write ``row``'s delivery as a scenario (or keep it for its chat's)."""
-        expect = answer_expected(row.recorded if self.expect == "recorded" else row)
+        expect = answer_expected(row.recorded if self.expect == "recorded" else row.now)
         if self.per == "chat":
             self.keep(row, expect)
             return
@@ -384,22 +384,18 @@ def open_saving_replay(
     for option, given, allowed in (("--expect", expect, EXPECT_FROM), ("--per", per, PER)):
         if given not in allowed:
             raise UsageError(f"{option} {given}: expected one of {', '.join(allowed)}")
-    if save_tests is None:
-        with open_replay(**options) as run:
-            yield run
-        return
-    named = {key: options.get(key) for key in ("to", "policy", "handler")}
-    handler, notes = replay_handler(**named, directory=save_tests)
+    if save_tests is not None:
+        named = {key: options.get(key) for key in ("to", "policy", "handler")}
+        handler, notes = replay_handler(**named, directory=save_tests)
     with open_replay(**options) as run:
-        writer = TestWriter(
-            directory=save_directory(save_tests),
-            expect=expect,
-            handler=handler,
-            notes=notes,
-            source=run.where,
-            per=per,
-        )
-        run.on_row = writer.write
-        run.on_end = writer.finish
-        run.saved = writer.summary
+        if save_tests is not None:
+            writer = TestWriter(
+                directory=save_directory(save_tests),
+                expect=expect,
+                handler=handler,
+                notes=notes,
+                source=run.where,
+                per=per,
+            )
+            run.on_row, run.on_end, run.saved = writer.write, writer.finish, writer.summary
         yield run

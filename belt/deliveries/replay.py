@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from pydantic import ValidationError
 
@@ -50,15 +51,21 @@ READ_BYTES = 4 * 1024 * 1024  # how much of a log a replay reads at a time
 PROBLEMS_KEPT = 20  # a replay names at most this many of the lines it skipped (and counts them all)
 
 
-@dataclass
-class Recorded:
-    """One delivery as it was recorded: the payload, and what was decided then (when known)."""
+@dataclass(kw_only=True)
+class Answer:
+    """What a handler answered: its decision and reason, what it injected, or its error."""
 
-    payload: Any
     decision: str | None = None
     reason: str | None = None
-    injection: Any = None  # the inject and system answered then, or (older) whether any
+    injection: Any = None  # the inject and system answered, or (older records) whether any
     error: str | None = None
+
+
+@dataclass(kw_only=True)
+class Recorded(Answer):
+    """One delivery as it was recorded: the payload, and what was answered then (when known)."""
+
+    payload: Any
     at: str | None = None
 
 
@@ -73,24 +80,6 @@ class SavedTests(TypedDict):
     problems: list[str]
 
 
-class Answer(TypedDict):
-    """What a handler answered, as a replay's row shows it."""
-
-    decision: str | None
-    reason: str | None
-    injection: Any
-    error: str | None
-
-
-class RecordedAnswer(Answer):
-    """What was answered then, and when."""
-
-    at: str | None
-
-
-ANSWERED, RECORDED = tuple(Answer.__annotations__), tuple(RecordedAnswer.__annotations__)
-
-
 class RowJSON(TypedDict):
     """One payload replayed, as ``--json`` prints it (``Row.to_json``)."""
 
@@ -99,62 +88,35 @@ class RowJSON(TypedDict):
     tool: Any
     chat_id: Any
     run_id: Any
-    recorded: RecordedAnswer
-    replayed: Answer
+    recorded: dict[str, Any]  # the Answer then, and when
+    replayed: dict[str, Any]  # the Answer now
     changed: list[str]
     delivery_id: NotRequired[str]  # the inspector's: the delivery replayed, and the payload sent
     payload: NotRequired[Any]
 
 
-class ReplaySummary(TypedDict):
-    """How many payloads a replay delivered, and how many answers changed."""
-
-    replayed: int
-    changed: int
-    decisions_changed: int
-    injections_changed: int
-    errors: int
-
-
-class ReplayHead(TypedDict):
-    """What a replay's report says before its rows."""
+class ReplayReport(TypedDict, total=False):
+    """A replay's report (``belt replay --json``): its head, its rows, then its tail."""
 
     replay_id: str
     source: str
     target: str
-
-
-class ReplayTail(TypedDict):
-    """What a replay's report says after its rows."""
-
-    summary: ReplaySummary
+    rows: list[RowJSON]
+    summary: dict[str, int]  # replayed, changed, decisions_changed, injections_changed, errors
     first_error: str | None
     fix: str | None
     skipped: int
     problems: list[str]
-    saved_tests: NotRequired[SavedTests]
-
-
-class ReplayOutline(ReplayHead, ReplayTail):
-    """A replay's report but its rows."""
-
-
-class ReplayReport(ReplayOutline):
-    """A whole replay's report, every row in a list (``belt replay --json``)."""
-
-    rows: list[RowJSON]
+    saved_tests: SavedTests
 
 
 @dataclass
 class Row:
-    """One payload replayed: what was decided then and now, and what changed."""
+    """One payload replayed: what was answered then and now, and what changed."""
 
     number: int
     recorded: Recorded
-    decision: str | None = None
-    reason: str | None = None
-    injection: Any = None
-    error: str | None = None
+    now: Answer = field(default_factory=Answer)
     changed: list[str] = field(default_factory=list)
 
     def to_json(self) -> RowJSON:
@@ -167,8 +129,8 @@ class Row:
             "tool": data.get("tool"),
             "chat_id": payload.get("chat_id"),
             "run_id": payload.get("run_id"),
-            "recorded": cast(RecordedAnswer, {k: getattr(self.recorded, k) for k in RECORDED}),
-            "replayed": cast(Answer, {key: getattr(self, key) for key in ANSWERED}),
+            "recorded": {k: v for k, v in vars(self.recorded).items() if k != "payload"},
+            "replayed": dict(vars(self.now)),
             "changed": self.changed,
         }
 
@@ -272,22 +234,16 @@ def run_deliveries(store: Store, run_id: str, skipped: Skipped) -> Iterator[Reco
 
 def executed(record: dict[str, Any]) -> Recorded:
     """A ``hook.executed`` record of a simulated run as a recorded delivery."""
+    old = record.get("injected")  # an older record says only whether it injected
+    injection = old if isinstance(old, bool) else None
     return Recorded(
         payload=record.get("payload"),
         decision=str(record.get("decision") or "allow"),
         reason=record.get("reason"),
-        injection=recorded_injection(record),
+        injection=(record["injection"] or None) if "injection" in record else injection,
         error=record.get("error"),
         at=record.get("at"),
     )
-
-
-def recorded_injection(record: dict[str, Any]) -> Any:
-    """What a ``hook.executed`` record says was injected (an older one: only whether any)."""
-    if "injection" in record:
-        return record["injection"] or None
-    injected = record.get("injected")
-    return injected if isinstance(injected, bool) else None
 
 
 def from_file(path: Path) -> list[Recorded]:
@@ -335,46 +291,42 @@ def select(
         yield item
 
 
-def url_target(url: str, secret: str | None) -> tuple[str, Deliver, Callable[[], None]]:
-    """Deliver to a URL (signed with ``secret`` when given); its label, deliverer and closer."""
-
-    if reason := check_webhook_url(url):
-        raise UsageError(f"--to {url!r}: the URL {reason}")
-
-    def send(payload: dict[str, object]) -> WebhookResult:
-        return deliver(url, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)
-
-    return url_host(url), send, lambda: None
-
-
-def policy_target(path: Path) -> tuple[str, Deliver, Callable[[], None]]:
-    """Decide with a policy file, in-process."""
-    policy = load_policy(path)
-
-    def decide(payload: dict[str, object]) -> WebhookResult:
-        model, problem = payload_model(payload)
-        if model is None:
-            return WebhookResult(None, "", None, problem, 0)
-        return WebhookResult(200, "", policy.decide(model).response, None, 0)
-
-    return f"policy {path}", decide, lambda: None
-
-
 MESSAGE_LIMIT = 16_000  # the characters of a handler's exception message a replay keeps and shows
 
 
-def handler_target(spec: str) -> tuple[str, Deliver, Callable[[], None]]:
-    """Decide with a ``py:`` callable, as every ``py:`` handler is called."""
-    func = load_handler(spec, where="--handler")
-    caller = InProcess()
-    label = reference(spec)
+def open_target(
+    *,
+    to: str | None = None,
+    policy: Path | str | None = None,
+    handler: str | None = None,
+    secret: str | None = None,
+) -> tuple[str, Deliver, Callable[[], None]]:
+    """A replay's target: a URL (requests signed with ``secret``), a policy file or a ``py:``
+    callable, called as every ``py:`` handler is; its label, deliverer and closer."""
+    if to is not None:
+        if reason := check_webhook_url(to):
+            raise UsageError(f"--to {to!r}: the URL {reason}")
+        send = partial(deliver, to, timeout=WEBHOOK_TIMEOUT_DEFAULT, secret=secret)
+        return url_host(to), send, lambda: None
+    if policy is not None:
+        loaded = load_policy(policy)
 
-    def decide(payload: dict[str, object]) -> WebhookResult:
-        return caller.call(
-            label, func, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
-        )
+        def decide(payload: dict[str, object]) -> WebhookResult:
+            model, problem = payload_model(payload)
+            if model is None:
+                return WebhookResult(None, "", None, problem, 0)
+            return WebhookResult(200, "", loaded.decide(model).response, None, 0)
 
-    return f"handler {label}", decide, caller.close
+        return f"policy {policy}", decide, lambda: None
+    func, caller, label = (
+        load_handler(str(handler), where="--handler"),
+        InProcess(),
+        reference(str(handler)),
+    )
+    call = partial(
+        caller.call, label, func, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
+    )
+    return f"handler {label}", call, caller.close
 
 
 def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
@@ -390,19 +342,17 @@ def payload_model(payload: Any) -> tuple[LifecycleHookPayload | None, str]:
 
 def compare(row: Row, response: LifecycleHookResponse | None) -> None:
     """Fill in what the handler decided now and what changed since the recording."""
-    recorded = row.recorded
+    then, now = row.recorded, row.now
+    now.decision = "error"
     if response is not None:
-        row.decision = response.effective_decision().value
-        row.reason = response.reason
-        row.injection = injection_of(response.model_dump(mode="json", exclude_none=True))
-    else:
-        row.decision = "error"
-    if recorded.decision is not None and recorded.decision != row.decision:
+        now.decision, now.reason = response.effective_decision().value, response.reason
+        now.injection = injection_of(response.model_dump(mode="json", exclude_none=True))
+    if then.decision is not None and then.decision != now.decision:
         row.changed.append("decision")
-    if isinstance(recorded.injection, bool):
-        if recorded.injection != (row.injection is not None):
+    if isinstance(then.injection, bool):
+        if then.injection != (now.injection is not None):
             row.changed.append("injection")
-    elif recorded.decision is not None and recorded.injection != row.injection:
+    elif then.decision is not None and then.injection != now.injection:
         row.changed.append("injection")
 
 
@@ -468,14 +418,10 @@ def open_replay(
     if chat is not None:
         chat = named_or_given(find_chat_id, store, chat)  # a stored chat's short id or prefix
     kept = select(recorded, since=since, event=event, chat=chat)
-    if to is not None:
-        (label, deliver, close), kind = url_target(to, secret), "webhook"
-    elif policy is not None:
-        (label, deliver, close), kind = policy_target(policy), "policy"
-    else:
-        (label, deliver, close), kind = handler_target(str(handler)), "py"
+    label, send, close = open_target(to=to, policy=policy, handler=handler, secret=secret)
+    kind = "webhook" if to is not None else "policy" if policy is not None else "py"
     try:
-        run = Replay(store, kept, where=where, label=label, deliver=deliver, skipped=skipped)
+        run = Replay(store, kept, where=where, label=label, deliver=send, skipped=skipped)
         run.remote = to is not None
         run.traced = {"belt.hook.handler_type": kind, "belt.hook.host": to and url_host(to)}
         with tracing.span("belt.replay", {"belt.replay.id": run.replay_id}) as span:
@@ -512,19 +458,19 @@ class Replay:
     first_error: str | None = None
     fix: str | None = None
     first_failure: WebhookResult | None = None  # the first delivery sent that failed
-    summary: ReplaySummary = field(
-        default_factory=lambda: ReplaySummary(
-            replayed=0, changed=0, decisions_changed=0, injections_changed=0, errors=0
+    summary: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("replayed", "changed", "decisions_changed", "injections_changed", "errors"), 0
         )
     )
 
-    def head(self) -> ReplayHead:
+    def head(self) -> ReplayReport:
         """What the report says before its rows."""
         return {"replay_id": self.replay_id, "source": self.where, "target": self.label}
 
-    def tail(self) -> ReplayTail:
+    def tail(self) -> ReplayReport:
         """What the report says after its rows (once they are all made)."""
-        tail = ReplayTail(
+        tail = ReplayReport(
             summary=self.summary,
             first_error=self.first_error,
             fix=self.fix,
@@ -550,7 +496,7 @@ class Replay:
     def report(self) -> ReplayReport:
         """The whole report, every row in a list (for a replay of a bounded selection)."""
         rows = list(self.rows())
-        return cast(ReplayReport, {**self.head(), "rows": rows, **self.tail()})
+        return {**self.head(), "rows": rows, **self.tail()}
 
     def rows(self) -> Iterator[RowJSON]:
         """Deliver, compare, journal and count each payload (none after ``deadline``); its row."""
@@ -569,7 +515,7 @@ class Replay:
                 else:
                     _, problem = payload_model(item.payload)
                     delivered = WebhookResult(None, "", None, problem, 0)
-                row.error = printable(delivered.error) if delivered.error else None
+                row.now.error = printable(delivered.error) if delivered.error else None
                 compare(row, delivered.response if delivered.error is None else None)
                 if span is not None:
                     trace_row(span, str(event), row, delivered)
@@ -580,10 +526,10 @@ class Replay:
             self.summary["changed"] += bool(row.changed)
             self.summary["decisions_changed"] += "decision" in row.changed
             self.summary["injections_changed"] += "injection" in row.changed
-            self.summary["errors"] += bool(row.error)
-            if row.error and self.first_error is None:
-                self.first_error = row.error  # whole: each source bounds its own
-                self.fix = likely_fix(row.error)
+            self.summary["errors"] += bool(error := row.now.error)
+            if error and self.first_error is None:
+                self.first_error = error  # whole: each source bounds its own
+                self.fix = likely_fix(error)
             yield row.to_json()
         if self.on_end is not None:
             self.on_end()
@@ -591,24 +537,24 @@ class Replay:
 
 def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None:
     """What a replayed delivery's span says: never the payload nor the injection's text."""
-    response = delivered.response if delivered.error is None else None
+    response, now = (delivered.response if delivered.error is None else None), row.now
     size = None
     if response is not None and response.injected:
         text = (response.inject.content if response.inject else "") + (response.system or "")
         size = len(text.encode())
     attributes = {
         "belt.hook.event": event,
-        "belt.hook.decision": row.decision,
-        "belt.hook.reason": tracing.bounded(row.reason),
+        "belt.hook.decision": now.decision,
+        "belt.hook.reason": tracing.bounded(now.reason),
         "belt.hook.injection_size": size,
-        "belt.hook.error": tracing.bounded(row.error),
-        "belt.hook.counted_as": "allow" if row.error else None,
+        "belt.hook.error": tracing.bounded(now.error),
+        "belt.hook.counted_as": "allow" if now.error else None,
         "belt.replay.recorded_decision": row.recorded.decision,
         "belt.replay.changed": row.changed or None,
         "belt.dialect": dialects.speaking(event).name,
     }
     tracing.set_attributes(span, attributes)
-    if row.error:
+    if now.error:
         tracing.fail(span, "hook failed")
 
 
