@@ -6,14 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belt.check.report import trigger_command
-from belt.deliveries.trigger import (
-    build_payload,
-    failure,
-    read_data,
-    read_payload,
-    trigger,
-)
+from belt.deliveries.trigger import build_payload, failure, trigger
 from belt.errors import BeltError, ExitCode, InvalidInput, NotFound, UsageError
+from belt.reading.inputs import read_json_object_option
 from belt.server.app import create_app
 from belt.store import Store
 from belt.wire.catalogue import EVENTS
@@ -85,16 +80,16 @@ def test_build_payload_refuses_data_that_breaks_the_payload() -> None:
 
 
 def test_read_data_inline_or_from_a_file(tmp_path: Path) -> None:
-    assert read_data('{"a": 1}') == {"a": 1}
+    assert read_json_object_option('{"a": 1}', option="--data") == {"a": 1}
     path = tmp_path / "data.json"
     path.write_text('{"data": {"tool": "y"}}')
-    assert read_data(f"@{path}") == {"data": {"tool": "y"}}
+    assert read_json_object_option(f"@{path}", option="--data") == {"data": {"tool": "y"}}
     with pytest.raises(InvalidInput, match="expected a JSON object, got an array"):
-        read_data("[1]")
+        read_json_object_option("[1]", option="--data")
     with pytest.raises(InvalidInput, match="--data"):
-        read_data("{")
+        read_json_object_option("{", option="--data")
     with pytest.raises(NotFound):
-        read_data(f"@{tmp_path / 'missing.json'}")
+        read_json_object_option(f"@{tmp_path / 'missing.json'}", option="--data")
 
 
 def test_set_and_unset_edit_the_sample_by_dotted_paths() -> None:
@@ -176,19 +171,19 @@ def test_a_whole_payload_is_sent_as_given_without_the_sample() -> None:
 
 
 def test_read_payload_is_strict_and_bounded(tmp_path: Path) -> None:
-    assert read_payload('{"a": 1}') == {"a": 1}
+    assert read_json_object_option('{"a": 1}', option="--payload") == {"a": 1}
     with pytest.raises(InvalidInput, match="--payload: not valid JSON"):
-        read_payload('{"a": NaN}')
+        read_json_object_option('{"a": NaN}', option="--payload")
     with pytest.raises(InvalidInput, match="--payload: expected a JSON object, got an array"):
-        read_payload("[]")
+        read_json_object_option("[]", option="--payload")
     with pytest.raises(InvalidInput, match="--payload: larger than the 1024 KiB limit"):
-        read_payload('{"a": "' + "x" * (1024 * 1024) + '"}')
+        read_json_object_option('{"a": "' + "x" * (1024 * 1024) + '"}', option="--payload")
     big = tmp_path / "big.json"
     big.write_text('{"a": "' + "x" * (1024 * 1024) + '"}')
     with pytest.raises(InvalidInput, match="larger than the 1024 KiB limit"):
-        read_payload(f"@{big}")
+        read_json_object_option(f"@{big}", option="--payload")
     with pytest.raises(NotFound):
-        read_payload(f"@{tmp_path / 'missing.json'}")
+        read_json_object_option(f"@{tmp_path / 'missing.json'}", option="--payload")
 
 
 _TEXT = st.text(
@@ -219,8 +214,13 @@ def test_a_printed_command_gives_back_the_same_payload(data: dict[str, object], 
     argv = shlex.split(command)
     assert argv[:5] == ["belt", "trigger", "agent.tool_call", "--to", f"py:{to}"]
     assert argv[5] == "--payload"
-    assert read_payload(argv[6]) == payload
-    assert build_payload("agent.tool_call", payload=read_payload(argv[6])) == payload
+    assert read_json_object_option(argv[6], option="--payload") == payload
+    assert (
+        build_payload(
+            "agent.tool_call", payload=read_json_object_option(argv[6], option="--payload")
+        )
+        == payload
+    )
 
 
 @settings(max_examples=150, deadline=None)

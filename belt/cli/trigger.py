@@ -84,6 +84,7 @@ def trigger(
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
     """
     from belt.deliveries import trigger as delivery  # start-up: httpx
+    from belt.reading.inputs import read_json_object_option as read
 
     if to is None:
         serve, others = delivery.running_serve()
@@ -93,8 +94,8 @@ def trigger(
     report = delivery.trigger(
         event,
         to=to,
-        data=delivery.read_data(data) if data is not None else None,
-        payload=delivery.read_payload(payload) if payload is not None else None,
+        data=read(data, option="--data") if data is not None else None,
+        payload=read(payload, option="--payload") if payload is not None else None,
         sets=set_ or [],
         unsets=unset or [],
         secret=secret,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 import traceback
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -25,7 +26,7 @@ from belt.errors import BeltError, InvalidInput, Unreachable, UsageError, remote
 from belt.handlers.inprocess import InProcess, load_handler
 from belt.handlers.webhook import TIMED_OUT, deliver, failure_of, likely_fix
 from belt.outgoing.signing import secret_key
-from belt.reading.inputs import read_json_object_option, read_json_option
+from belt.reading.inputs import read_json_option
 from belt.records import serves
 from belt.records.serves import Serve
 from belt.wire.platform import (
@@ -37,9 +38,6 @@ from belt.wire.platform import (
 )
 from belt.wire.samples import deep_merge, sample_payload
 from belt.wire.validate import check_webhook_url, model_problems
-
-if TYPE_CHECKING:
-    from belt.handlers.webhook import WebhookResult
 
 
 @dataclass(kw_only=True)
@@ -71,16 +69,6 @@ class TriggerReport:
     def to_json(self) -> dict[str, object]:
         """The report as one JSON object."""
         return {f.name: getattr(self, f.name) for f in fields(self)[:-2]}
-
-
-def read_data(text: str) -> dict[str, object]:
-    """A ``--data`` value: a JSON object given inline or as ``@FILE``."""
-    return read_json_object_option(text, option="--data")
-
-
-def read_payload(text: str) -> dict[str, object]:
-    """A ``--payload`` value: the whole payload, a JSON object inline or as ``@FILE``."""
-    return read_json_object_option(text, option="--payload")
 
 
 def _shown(text: str) -> str:
@@ -227,11 +215,12 @@ def trigger(
     if secret:
         secret_key(secret)
     sent = build_payload(event, data, payload=payload, sets=sets, unsets=unsets)
-    result = (
-        deliver(to, sent, timeout=timeout, secret=secret)
-        if not in_process
-        else _in_process(to, sent, timeout=timeout)
-    )
+    if not in_process:
+        result = deliver(to, sent, timeout=timeout, secret=secret)
+    else:
+        with closing(InProcess()) as caller:
+            func = load_handler(to, where="--to")
+            result = caller.call(to, func, sent, timeout=timeout, message_limit=None)
     answer = result.response
     decision = answer.decision if answer else None
     reason = answer.reason if answer else None
@@ -280,15 +269,6 @@ def trigger(
         ),
         timeout=timeout,
     )
-
-
-def _in_process(spec: str, payload: dict[str, object], *, timeout: float) -> WebhookResult:
-    func = load_handler(spec, where="--to")
-    caller = InProcess()
-    try:
-        return caller.call(spec, func, payload, timeout=timeout, message_limit=None)
-    finally:
-        caller.close()
 
 
 def failure(report: TriggerReport) -> BeltError:
