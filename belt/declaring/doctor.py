@@ -134,8 +134,7 @@ def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Decl
         doc = read_declaration(path)
         if isinstance(doc, dict) and "turns" in doc:
             return read_scenario(doc, path)
-        other = other_file(doc, source) if dialect is None else None
-        if other is not None:
+        if dialect is None and (other := other_file(doc, source)) is not None:
             return failed(source, other)
         declaration = check_document(doc, source, dialect)
     except BeltError as exc:

@@ -353,8 +353,7 @@ class Emulator:
     def stop(self, chat_id: str) -> dict[str, object]:
         """``POST /chats/{id}/stop``: cancel the chat's active run (nothing to do when idle)."""
         chat = read_chat(self.store, chat_id)
-        run_id = chat.get("active_run_id")
-        sim_id = chat.get("sim_id")
+        run_id, sim_id = chat.get("active_run_id"), chat.get("sim_id")
         if not isinstance(run_id, str) or not isinstance(sim_id, str):
             return {"id": chat_id, "status": chat.get("status"), "stopped": None}
         sim = read_sim(self.store, sim_id)
