@@ -195,8 +195,7 @@ class NexusLoop:
             self.sim.update_sim(profile=turn.profile, profile_revision=revision, hooks_from=None)
         regenerates = None
         state = initial_state(turn)
-        # The input's id is set aside with the run, so a run whose process died before the
-        # input was written writes it when it is resumed (``record_input``).
+        # The input's id is kept with the run: one killed before writing it does so on resume.
         if turn.kind == "regeneration":
             previous = self.previous_reply()
             regenerates = previous["run_id"]
@@ -593,8 +592,7 @@ class NexusLoop:
                 task = self.await_task(execution, task)
             trace_task(span, event, task)
             if task["status"] == TaskStatus.AWAITING_APPROVAL:
-                # Nobody approved it yet (and no --wait): the execution holds, as a run at a
-                # gate, until `belt interrupt resolve` settles it and `belt sim resume` goes on.
+                # Not approved yet (no --wait): held until resolved, then `belt sim resume`.
                 state = AgentRunState.INPUT_REQUIRED.value
                 return self.sim.steps.hold(execution, ChatStatus.AWAITING_INPUT, state=state)
             self.record_row(execution, task)

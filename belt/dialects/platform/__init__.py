@@ -114,8 +114,7 @@ class PlatformDialect:
     def declared(self, loaded: Any, report: SimReport | None) -> list[Declared]:
         """The agent's hooks by their index in its hook list (as the dispatcher numbers them)."""
         hooks = list(loaded.hooks)
-        # A hooks file given to the command replaces the agent's hooks; the agent's own
-        # hooks_file comes before its inline hooks (belt.engine.scenario.load_platform_scenario).
+        # A --hooks file replaces the agent's hooks; its own hooks_file precedes its inline ones.
         inline = 0 if loaded.hooks_file else len(loaded.scenario.agent.hooks or [])
         from_file = len(hooks) - inline
         file_name = loaded.hooks_file or loaded.scenario.agent.hooks_file

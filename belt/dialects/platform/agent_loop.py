@@ -185,11 +185,9 @@ class PlatformLoop:
         """Record the user's message and start its run."""
         recorder = self.sim.recorder
         runs = int(recorder.chat.get("run_count", 0)) + 1
-        # agent.start fires while no model turn has happened: a run denied at it leaves the
-        # next run of the chat to fire it again.
+        # agent.start fires until a model turn happened: a run denied at it leaves it to the next.
         first = int(recorder.chat.get("turn_count", 0)) == 0
-        # The ids of the run's reply (so whoever started it can name the message that will
-        # answer it) and of its input (written on resume if the process died first) are set now.
+        # Ids set now: a caller names the reply to come; a resume writes an input not yet written.
         first_input = self.sim.sim.get("first_input") if index == 0 else None
         input_id = str(first_input) if first_input else new_id("msg")
         state = {"next": "start", "model": 0, "first": first, "input": input_id}
@@ -339,8 +337,7 @@ class PlatformLoop:
         if index >= len(models):
             return self.fail(execution, str(self.scenario.turns[execution.turn_index].error))
         spec = models[index]
-        # A step interrupted after its answer was written goes on from that answer; the turn
-        # was counted with it.
+        # A step interrupted after its answer was written goes on from it (its turn counted).
         message = self.sim.transcript.recovered(execution, "assistant", model_index=index)
         if message is None:
             injections = list(self.sim.ledger.context(execution.scope).injections)
@@ -569,8 +566,7 @@ class PlatformLoop:
         """Fire ``event`` at the agent's hooks and record every handler run where it happened."""
         recorder = self.sim.recorder
         self.current = execution
-        # The boundary is reached whatever hooks are attached (``fired`` expectations count it);
-        # the count is saved with the step, so a step taken again does not count it twice.
+        # Reached whatever hooks are attached (``fired`` counts it); saved with the step: once.
         fired = execution.state.setdefault("fired", {})
         fired[event] = int(fired.get(event, 0)) + 1
         payload: dict[str, Any] = {"event": event, "timestamp": now_iso()}
@@ -596,9 +592,8 @@ class PlatformLoop:
             start_task(self, hook_run, payload)
         # Every handler run of the event in one write (a task hook's failure to start is on it).
         run.log(*(executed_record(event, hook_run, payload, place) for hook_run in result.runs))
-        # The rows and injections of the event are recorded together, in one append to the chat
-        # (an injection that replaces one of them first records them: ``add_injection``); the
-        # row of a run that injected goes in the file of its first injection.
+        # The event's rows and injections go in one append (``add_injection`` records them first
+        # to replace one of them); an injecting run's row goes in its first injection's file.
         pending: list[NewMessage] = []
         for hook_run in result.runs:
             if hook_run.review is not None:
@@ -681,8 +676,7 @@ class PlatformLoop:
             self.sim.transcript.text_message(execution, "injection", inject.content, **kept)
         )
         if source == SUGGEST:
-            # What is past its quiet turns is forgotten, so what each suggestion leaves out
-            # stays as small as those turns, however long the chat.
+            # Past its quiet turns an entry is forgotten: what a suggestion leaves out stays small.
             suggested = self.suggested()
             for item in [item for item, at in suggested.items() if turn - at > QUIET_TURNS]:
                 del suggested[item]
