@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from belt.paths import state_dir, write_private
 from belt.records.leases import is_alive
+from belt.store.files import UnsafeFile, read_bytes
 from belt.store.shapes import derive, fits
 
 SERVES = "serves"
@@ -125,10 +126,8 @@ SERVE_FILE_MAX_BYTES = 4096  # serve writes a few hundred
 def _read(path: Path) -> ServeFile | None:
     """The record of a running-serve file, or None for one that is not."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(SERVE_FILE_MAX_BYTES + 1)
-        data = json.loads(raw.decode("utf-8")) if len(raw) <= SERVE_FILE_MAX_BYTES else None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        data = json.loads(read_bytes(path, limit=SERVE_FILE_MAX_BYTES))
+    except (OSError, UnsafeFile, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
