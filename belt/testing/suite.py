@@ -10,8 +10,8 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager, nullcontext, suppress
+from collections.abc import Callable, Iterable
+from contextlib import closing, nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -374,7 +374,8 @@ def run_loaded(
             expectations = expect.expectations_of(loaded)
     except BeltError as exc:
         return ended("error", error="; ".join([exc.message, *exc.problems]))
-    with scenario_store(home) as store:
+    on_disk = nullcontext(Store(home / "store", shapes=True)) if home is not None else None
+    with on_disk or closing(MemoryStore(shapes=True)) as store:  # a store in memory is closed
         try:
             executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
             options = simulation_options(
@@ -425,16 +426,6 @@ def kept_home(keep: Path, name: str) -> Path:
             home = keep / f"{base}-{number}"
     except OSError as exc:
         raise BeltError(f"--keep {keep}: cannot make a directory there: {exc.strerror}") from None
-
-
-@contextmanager
-def scenario_store(home: Path | None) -> Iterator[Store]:
-    """A scenario's store: in memory, or in ``home/store`` on disk."""
-    if home is None:
-        with closing(MemoryStore(shapes=True)) as store:
-            yield store
-    else:
-        yield Store(home / "store", shapes=True)
 
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
