@@ -230,27 +230,15 @@ def _not_pending(record: Interrupt) -> Conflict:
 
 
 def create_interrupt(
-    *,
-    store: Store | None = None,
-    run_id: str,
-    chat_id: str,
-    event: str,
-    timeout: int | None = None,
-    default_resolution: str | None = None,
-    meta: Any = None,
-    resource_id: str | None = None,
-    reason: str = "hook_gate",
-    source: str | None = None,
-    resource_type: str | None = None,
-    now: datetime | None = None,
+    *, store: Store | None = None, run_id: str, chat_id: str, event: str, **terms: Unpack[Terms]
 ) -> InterruptJSON:
     """Open an interrupt on a run (a hook gate by default) and return its InterruptDTO."""
     check_id(run_id, what="run id")
     check_id(chat_id, what="chat id")
-    timeout, default_resolution = _checked_terms(event, reason, source, timeout, default_resolution)
-    created, interrupt_id = now or clock.now(), new_id("int")
+    timeout, default_resolution = _checked_terms(event, terms)
+    created, interrupt_id = terms.get("now") or clock.now(), new_id("int")
     stamp = timestamp(created)
-    if meta is None:
+    if (meta := terms.get("meta")) is None:
         meta = {"event": event, "timestamp": stamp, "run_id": run_id, "chat_id": chat_id}
     record: Interrupt = {
         "id": interrupt_id,
@@ -259,10 +247,10 @@ def create_interrupt(
         "updated_at": stamp,
         "run_id": run_id,
         "chat_id": chat_id,
-        "reason": reason,
-        "source": source or f"hook:{event}",
-        "resource_id": resource_id,
-        "resource_type": resource_type
+        "reason": terms.get("reason", "hook_gate"),
+        "source": terms.get("source") or f"hook:{event}",
+        "resource_id": terms.get("resource_id"),
+        "resource_type": terms.get("resource_type")
         or ("tool_invocation" if event == "agent.tool_call" else "hook_event"),
         "status": InterruptStatus.PENDING.value,
         "resolution": None,
@@ -292,12 +280,22 @@ class GateTerms(TypedDict, total=False):
     meta: Any
 
 
+class Terms(GateTerms, total=False):
+    """What any interrupt may set besides its run, chat and event (a hook gate's by default)."""
+
+    resource_id: str | None
+    reason: str
+    source: str | None
+    resource_type: str | None
+    now: datetime | None
+
+
 def open_gate(
     *, store: Store | None = None, run_id: str, chat_id: str, event: str, **terms: Unpack[GateTerms]
 ) -> InterruptJSON:
     """Open a hook gate by hand (``belt interrupt create``) on an active run (exit 3, 4)."""
     store = open_store(store)
-    _checked_terms(event, "hook_gate", None, terms.get("timeout"), terms.get("default_resolution"))
+    _checked_terms(event, cast(Terms, terms))
     run_id = find_run_id(store, run_id)
     chat_id = find_chat_id(store, chat_id)
     with store.lock(RUN, run_id):
@@ -317,13 +315,13 @@ def open_gate(
         return create_interrupt(store=store, run_id=run_id, chat_id=chat_id, event=event, **terms)
 
 
-def _checked_terms(
-    event: str, reason: str, source: str | None, timeout: int | None, default_resolution: str | None
-) -> tuple[int, str | None]:
+def _checked_terms(event: str, terms: Terms) -> tuple[int, str | None]:
     from belt.reading.didyoumean import did_you_mean  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.catalogue import EVENTS, GATEABLE_EVENTS  # noqa: PLC0415 - start-up: pydantic, for a new gate only
     from belt.wire.platform import HookHandlerType, InterruptReason, timeout_bounds  # noqa: PLC0415 - start-up: pydantic, for a new gate only
 
+    reason, source = terms.get("reason", "hook_gate"), terms.get("source")
+    timeout, default_resolution = terms.get("timeout"), terms.get("default_resolution")
     reasons = [r.value for r in InterruptReason]
     if reason not in reasons:
         raise InvalidInput(
