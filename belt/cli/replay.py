@@ -9,7 +9,7 @@ import typer
 
 from belt.cli.options import OtlpOption, TraceFileOption, argument, option, passed_on, start_tracing
 from belt.display import output
-from belt.display.render import replay_row, replay_summary, saved_tests_lines
+from belt.display.render import replay_row, replay_tail
 from belt.display.text import printable
 
 
@@ -104,10 +104,7 @@ def replay(
                 output.warning(f"not replayed: {problem}")
             if run.skipped.count > len(run.skipped.problems):
                 output.warning(f"not replayed: {run.skipped.count} lines in all")
-            tail = [replay_summary({**run.head(), **run.tail()})]
-            tail += [(f"  first error: {run.first_error}", "yellow")] if run.first_error else []
-            tail += [(f"  {run.fix}", "yellow")] if run.fix else []
-            tail += saved_tests_lines(run.saved) if run.saved is not None else []
+            tail = replay_tail({**run.head(), **run.tail()})
             output.lines([(printable(text), style) for text, style in tail])
     if (failure := run.failure()) is not None:  # a --to URL that failed: exit by the table
         raise failure

@@ -10,7 +10,7 @@ import ipaddress
 from collections.abc import Mapping
 from contextlib import suppress
 from enum import StrEnum
-from typing import TypedDict
+from typing import Any
 from urllib.parse import urlsplit
 
 from belt.wire.platform import HookDecision, HookHandlerType
@@ -139,22 +139,7 @@ def chat_hook_event(
     return row
 
 
-class HookEventJSON(TypedDict):
-    """The ``event`` of a hook's content block: its ChatHookEvent."""
-
-    type: str
-    hook: Mapping[str, object]
-
-
-class HookContent(TypedDict):
-    """The content block of a hook's transcript row (role ``event``)."""
-
-    type: str
-    text: str
-    event: HookEventJSON
-
-
-def transcript_content(hook: Mapping[str, object]) -> HookContent:
+def transcript_content(hook: Mapping[str, object]) -> dict[str, Any]:
     """The content block of a hook's transcript row (role ``event``)."""
     return {
         "type": "event",

@@ -13,7 +13,6 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from belt.deliveries.effects import (
-    HookContent,
     chat_hook_event,
     effect_text,
     is_in_process,
@@ -58,7 +57,7 @@ class TriggerReport:
     effect: str
     injection: str | None
     system: str | None
-    transcript_row: HookContent | None
+    transcript_row: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)  # unknown keys the platform ignores
     traceback: str | None = None  # what a py: handler raised (shown with -v)
     timeout: float = WEBHOOK_TIMEOUT_DEFAULT  # the seconds the handler had to answer, in all

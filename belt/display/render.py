@@ -16,7 +16,7 @@ from belt import dialects
 from belt.display.text import short
 
 if TYPE_CHECKING:
-    from belt.deliveries.replay import ReplayReport, RowJSON, SavedTests
+    from belt.deliveries.replay import ReplayReport, RowJSON
     from belt.dialects.simreport import Delivery, ReportRun, SimReport
     from belt.records.messages import Message
     from belt.wire.dto import InterruptJSON, WatchEvent
@@ -578,22 +578,22 @@ def replay_row(row: RowJSON) -> list[str]:
     return [*cells, changed]
 
 
-def replay_summary(report: ReplayReport) -> tuple[str, str]:
-    """The last line of a replay."""
-    summary = report["summary"]
+def replay_tail(report: ReplayReport) -> Lines:
+    """A replay's last lines: its summary, first error and fix, and what --save-tests wrote."""
+    summary, saved = report["summary"], report.get("saved_tests")
     text = (
         f"{summary['replayed']} payload(s) from {report['source']} replayed to "
         f"{report['target']}: {summary['changed']} changed ({summary['decisions_changed']} "
         f"decision(s), {summary['injections_changed']} injection(s)), {summary['errors']} error(s)"
     )
-    return text, "bold red" if summary["changed"] else "green"
-
-
-def saved_tests_lines(saved: SavedTests) -> Lines:
-    """What ``belt replay --save-tests`` wrote, and the deliveries it could not write."""
+    lines: Lines = [(text, "bold red" if summary["changed"] else "green")]
+    error = report["first_error"] and f"first error: {report['first_error']}"
+    lines += [(f"  {line}", "yellow") for line in (error, report["fix"]) if line]
+    if saved is None:
+        return lines
     written = f"{saved['written']} test scenario(s) written to {saved['directory']}"
     run = f"expecting the {saved['expect']} answers: run them with `belt test {saved['directory']}`"
-    lines: Lines = [(f"{written}, {run}", "green" if saved["written"] else "yellow")]
+    lines.append((f"{written}, {run}", "green" if saved["written"] else "yellow"))
     if saved["not_written"]:
         lines.append((f"  {saved['not_written']} delivery(ies) not written:", "yellow"))
         lines.extend((f"    {problem}", "yellow") for problem in saved["problems"])
