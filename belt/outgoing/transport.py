@@ -329,8 +329,7 @@ def call(
     if target.userinfo:
         pair = f"{target.username}:{target.password}".encode()
         sent["authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
-    if headers:
-        sent.update((name.lower(), value) for name, value in headers.items())
+    sent.update((name.lower(), value) for name, value in (headers or {}).items())
     tracing.inject(sent)  # the current span's traceparent (tracestate), when tracing is on
     limits = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
     request = httpx.Request(method, target, headers=sent, extensions={"timeout": limits}, **content)
