@@ -92,16 +92,6 @@ class LocalBackend:
         """The store settles a batch under the locks of all its gates."""
         return True
 
-    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
-        """Those of ``items`` whose stored settlement names the batch."""
-        from belt.records.interrupts import in_batch, read_record  # noqa: PLC0415 - start-up: belt --help
-
-        return [
-            item
-            for item in items
-            if in_batch(read_record(store=self.store, interrupt_id=item["id"]), batch)
-        ]
-
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
     ) -> BatchResult:

@@ -229,10 +229,6 @@ class Platform:
             self._atomic = isinstance(terms, dict) and terms.get("atomic") is True
         return self._atomic
 
-    def in_batch(self, *, items: list[InterruptJSON], batch: str) -> list[InterruptJSON]:
-        """All of ``items``: the API does not say who settled a gate (the batch route checks)."""
-        return items
-
     def resolve_batch(
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
     ) -> BatchResult:

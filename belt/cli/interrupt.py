@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any
@@ -291,7 +291,7 @@ def resolve(
                 atomic=not no_atomic,
             )
             return
-        with _settling("person", backend):
+        with tracing.settlement("person", "api" if api else "cli"):
             item = backend.resolve_interrupt(
                 interrupt_id=interrupt_id, decision=chosen, data=resolved_data
             )
@@ -312,7 +312,8 @@ def resolve_all(
     atomic: bool = True,
 ) -> None:
     """`resolve --all`: gates shown, confirmed, settled as a batch (one by one with --no-atomic)."""
-    from belt.records.interrupts import batch_digest, batch_id, short_digest  # start-up: --help
+    from belt.records import interrupts as records  # start-up: belt --help
+    from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
 
     wanted = None if digest is None else digest.strip().lower().removeprefix("sha256:")
     if wanted is not None and not re.fullmatch("[0-9a-f]{12,}", wanted):
@@ -328,9 +329,12 @@ def resolve_all(
         selected = select(backend, include_settled=True)
         status = ("resolved", decision)
         settled = [i for i in selected if (i.get("status"), i.get("resolution")) == status]
-        earlier = backend.in_batch(items=settled, batch=batch_id(wanted)) if settled else []
-        batch = [item for item in selected if item.get("status") == "pending"] + earlier
-        if not earlier or not batch_digest(batch).startswith(f"sha256:{wanted}"):
+        if isinstance(backend, LocalBackend):  # an API does not say who settled a gate
+            read = partial(records.read_record, store=backend.store)
+            ours = records.batch_id(wanted)
+            settled = [i for i in settled if records.in_batch(read(interrupt_id=i["id"]), ours)]
+        batch = [item for item in selected if item.get("status") == "pending"] + settled
+        if not settled or not batch_digest(batch).startswith(f"sha256:{wanted}"):
             now = short_digest(found) if found else "none (no pending gate matches)"
             raise Conflict(
                 f"the gates selected now are not the ones shown: digest {now}, not "
@@ -372,11 +376,6 @@ def resolve_all(
     _settle(backend, items, found, decision, data, json_=json_, one_by_one=one_by_one)
 
 
-def _settling(how: str, backend: Backend) -> AbstractContextManager[Any]:
-    """The belt.settlement span of gates a person settles here: through the CLI, or the API."""
-    return tracing.settlement(how, "cli" if isinstance(backend, LocalBackend) else "api")
-
-
 def _settle(
     backend: Backend,
     items: list[InterruptJSON],
@@ -389,17 +388,16 @@ def _settle(
 ) -> None:
     """Settle ``items`` as one batch (or one by one) and say, gate by gate, what it did."""
     done: Mapping[str, Any]
-    if one_by_one:
-        with _settling("person", backend):
+    door = "cli" if isinstance(backend, LocalBackend) else "api"  # the belt.settlement span's
+    with tracing.settlement("person" if one_by_one else "batch", door):
+        if one_by_one:
             resolved, missed = resolve_each(backend, items, decision=decision, data=data)
-        done = {"digest": digest, "atomic": False, "resolved": resolved}
-        total, how = len(items), ", one by one"
-    else:
-        with _settling("batch", backend):
-            done = backend.resolve_batch(
-                ids=[item["id"] for item in items], digest=digest, decision=decision, data=data
-            )
-        missed, total, how = [], len(done["resolved"]), f" (batch {done['batch']})"
+            done = {"digest": digest, "atomic": False, "resolved": resolved}
+            total, how = len(items), ", one by one"
+        else:
+            ids = [item["id"] for item in items]
+            done = backend.resolve_batch(ids=ids, digest=digest, decision=decision, data=data)
+            missed, total, how = [], len(done["resolved"]), f" (batch {done['batch']})"
     if done.get("repeated") and not json_:
         output.echo(
             f"{total} gate(s) settled by this batch already{how}: nothing to do", stderr=True
