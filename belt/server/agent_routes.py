@@ -68,9 +68,7 @@ def code_named(body: dict[str, object]) -> tuple[str, str] | None:
     """The path and value of the first ``py:`` handler of a request's ``agent_config``."""
     config = body.get("agent_config")
     hooks = config.get("hooks") if isinstance(config, dict) else None
-    if not isinstance(hooks, list):
-        return None
-    for index, hook in enumerate(hooks):
+    for index, hook in enumerate(hooks if isinstance(hooks, list) else ()):
         handler = hook.get("handler") if isinstance(hook, dict) else None
         if isinstance(handler, str) and handler.strip().lower().startswith(IN_PROCESS_PREFIX):
             return f"agent_config.hooks[{index}].handler", handler

@@ -281,8 +281,7 @@ class HookService:
 
     def coming(self) -> int | None:
         """How many requests may still hand in a journal line (None: not belt's connections)."""
-        connections = self.connections
-        return None if connections is None else self.deciding + connections.arriving
+        return None if self.connections is None else self.deciding + self.connections.arriving
 
     async def handle(self, scope: Scope, receive: Receive) -> Response:
         """The answer to one hook request, once its journal line is written."""
