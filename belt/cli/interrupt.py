@@ -496,7 +496,7 @@ def review(
         run_id = str(item.get("run_id"))
         if not resume or not store.exists("run", run_id):
             continue
-        if interrupts.pending_for_run(store=store, run_id=run_id):
+        if interrupts.list_interrupts(store=store, run_id=run_id):
             continue
         from belt.engine.entrypoints import resume_run  # start-up: the engine
 

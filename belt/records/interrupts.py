@@ -398,9 +398,6 @@ def for_resource(*, store: Store | None = None, resource_id: str) -> list[Interr
     return [to_dto(record) for record in _records(store, ids, True)]
 
 
-pending_for_run = list_interrupts  # a run may resume when it has none
-
-
 def last_settled(*, store: Store | None = None, run_id: str) -> datetime | None:
     """When the latest of a run's settled interrupts was settled, None while none is."""
     latest = settlements(store=store, run_id=run_id)[:1]
