@@ -144,14 +144,12 @@ class Sender:
         took = round((time.perf_counter() - started) * 1000)
         if reply.timed_out and cut:
             raise _Stop("--max-time")
-        if reply.timed_out:
-            error = f"{subject.target} {TIMED_OUT} {subject.timeout:g} s"
-            hung = self.hung[subject.target, encode(payload)] = WebhookResult(
-                None, "", None, error, took
-            )
-            return hung
-        if reply.problem is not None:
-            return WebhookResult(None, "", None, f"{subject.target}: {reply.problem}", took)
+        if reply.timed_out or reply.problem is not None:
+            why = f" {TIMED_OUT} {subject.timeout:g} s" if reply.timed_out else f": {reply.problem}"
+            answer = WebhookResult(None, "", None, subject.target + why, took)
+            if reply.timed_out:
+                self.hung[subject.target, encode(payload)] = answer
+            return answer
         return cast(WebhookResult, reply.value)
 
     def call_tool(self, subject: Subject, task_input: dict[str, object]) -> ToolOutcome:
@@ -222,9 +220,8 @@ class Explorer:
         with tracing.span("belt.check.case", self.traced) as span:
             failures = self.sent(case, payload, counting)
             failed = sorted({check for check, _ in failures}) or None
-            tracing.set_attributes(
-                span, {"belt.check.counted": counting, "belt.check.failed": failed}
-            )
+            attributes = {"belt.check.counted": counting, "belt.check.failed": failed}
+            tracing.set_attributes(span, attributes)
             if failed:
                 tracing.fail(span, "case failed")
         if counting:
@@ -233,6 +230,28 @@ class Explorer:
         for check, detail in failures:
             self.record(check, detail, payload)
         return failures
+
+    def finish(
+        self, subject: Subject, results: dict[str, CheckResult], reproduce: Callable[[Any], str]
+    ) -> None:
+        """Set each result's failure, with its reproducer, or why it was not reached."""
+        for result in results.values():
+            reached = result.cases or result.check in self.found or result.check == "signature"
+            if not reached and result.skipped is None:
+                result.skipped = "not reached: an earlier check failed on every case"
+        for check, (_, payload, detail) in self.found.items():
+            result = results[check]
+            command = reproduce(payload)
+            if subject.kind != "executor" and TIMED_OUT in detail:
+                # belt trigger, given the same deadline, times out as the check did.
+                command += f" --timeout {subject.timeout:g}"
+            if self.cut:
+                bound = f"{SHRINK_CALLS_MAX} cases or {SHRINK_SECONDS_MAX:g} s"
+                detail += f" (shrinking stopped at its bound of {bound}: the smallest found)"
+            result.failure = Failure(
+                detail, payload, command, flaky=check in self.flaky, again=self.again.get(check)
+            )
+            result.failed = result.failed or 1
 
     def explore(self, strategy: Any, sample: Any, case: Case, explicit: Sequence[Any] = ()) -> None:
         """Search for failures, then send each case to be reported once more (``confirm``)."""
@@ -278,12 +297,10 @@ class Explorer:
                     return
                 failures = self.timed(case, payload, True)
                 if failures and index >= len(first):
-                    # A case that timed out costs its timeout each time a smaller one is tried:
-                    # it is reported as it is.
-                    if not all(
-                        TIMED_OUT in detail or "did not finish within" in detail  # a tool's
-                        for _, detail in failures
-                    ):
+                    # A case that timed out (a webhook's or a tool's) costs its timeout each time
+                    # a smaller one is tried: it is reported as it is.
+                    slow = ("did not finish within", TIMED_OUT)
+                    if not all(any(s in detail for s in slow) for _, detail in failures):
                         self.shrink(strategy, seed, drawn, case, {check for check, _ in failures})
                     return
             if len(generated) < size and self.out_of_time():
@@ -692,31 +709,6 @@ def _reachable(subjects: list[Subject], sender: Sender) -> None:
             raise remote_error(None, error, hint=hint)
 
 
-def _finish(
-    subject: Subject,
-    explorer: Explorer,
-    results: dict[str, CheckResult],
-    reproduce: Callable[[Any], str],
-) -> None:
-    for result in results.values():
-        reached = result.cases or result.check in explorer.found or result.check == "signature"
-        if not reached and result.skipped is None:
-            result.skipped = "not reached: an earlier check failed on every case"
-    for check, (_, payload, detail) in explorer.found.items():
-        result = results[check]
-        command = reproduce(payload)
-        if subject.kind != "executor" and TIMED_OUT in detail:
-            # belt trigger, given the same deadline, times out as the check did.
-            command += f" --timeout {subject.timeout:g}"
-        if explorer.cut:
-            bound = f"{SHRINK_CALLS_MAX} cases or {SHRINK_SECONDS_MAX:g} s"
-            detail += f" (shrinking stopped at its bound of {bound}: the smallest found)"
-        result.failure = Failure(
-            detail, payload, command, flaky=check in explorer.flaky, again=explorer.again.get(check)
-        )
-        result.failed = result.failed or 1
-
-
 def _check_platform(
     subject: Subject,
     sender: Sender,
@@ -737,7 +729,7 @@ def _check_platform(
         platform_case(subject, sender, results),
         generate.attack_payloads(subject.event),
     )
-    _finish(subject, explorer, results, reproduce)
+    explorer.finish(subject, results, reproduce)
     if (signature := results.get("signature")) and subject.kind == "py":
         signature.skipped = "a py: handler is called in-process; there is no request to sign"
     elif signature and sender.secret and not report.stopped:
@@ -758,7 +750,7 @@ def _check_platform(
             property_case(subject, sender, prop, result),
             generate.attack_payloads(*steering),
         )
-        _finish(subject, steered, {"property": result}, reproduce)
+        steered.finish(subject, {"property": result}, reproduce)
         if result.cases == 0 and result.failure is None:
             result.skipped = "no generated payload matched the property"
         found.append(result)
@@ -776,5 +768,5 @@ def _check_nexus(subject: Subject, sender: Sender, explorer: Explorer) -> None:
         generate.nexus_sample(subject.event),
         nexus_case(subject, results, sender),
     )
-    _finish(subject, explorer, results, partial(executor_command, executor.kind, executor.spec))
+    explorer.finish(subject, results, partial(executor_command, executor.kind, executor.spec))
     explorer.report.results.extend(results.values())
