@@ -372,12 +372,8 @@ def list_interrupts(
     *, store: Store | None = None, run_id: str, include_settled: bool = False
 ) -> list[InterruptJSON]:
     """A run's interrupts, oldest first: the pending ones, or all with ``include_settled``."""
-    return [to_dto(record) for record in _run_records(open_store(store), run_id, include_settled)]
-
-
-def _run_records(store: Store, run_id: str, include_settled: bool) -> list[Interrupt]:
-    check_id(run_id, what="run id")
-    return _records(store, store.members(RUN_INTERRUPTS, run_id), include_settled)
+    records = inbox(store=store, run_id=run_id, include_settled=include_settled)
+    return [to_dto(record) for record in records]
 
 
 def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interrupt]:
@@ -675,7 +671,8 @@ def inbox(
     if chat_id is not None:
         check_id(chat_id, what="chat id")
     if run_id is not None:
-        records = _run_records(store, run_id, include_settled)
+        ids = store.members(RUN_INTERRUPTS, check_id(run_id, what="run id"))
+        records = _records(store, ids, include_settled)
     else:
         ids = store.list_ids(INTERRUPT) if include_settled else _pending_ids(store)
         records = _records(store, ids, include_settled)
