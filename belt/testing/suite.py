@@ -450,22 +450,16 @@ def junit_document(
     counts |= {"failures": str(suite.counted("fail")), "errors": str(suite.counted("error"))}
     root = ElementTree.Element("testsuites", {"name": "belt test", **counts, "time": seconds})
     name = "belt test" if suite.shard is None else "belt test, shard {}/{}".format(*suite.shard)
-    testsuite = ElementTree.SubElement(
-        root,
-        "testsuite",
-        {"name": name, **counts, "skipped": "0", "time": seconds},
-        timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
-        hostname=xml_text(socket.gethostname()),
-    )
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    attributes = {"name": name, **counts, "skipped": "0", "time": seconds, "timestamp": stamp}
+    attributes["hostname"] = xml_text(socket.gethostname())
+    testsuite = ElementTree.SubElement(root, "testsuite", attributes)
     for result in suite.results:
         path = Path(result.name)
+        names = (".".join(path.parent.parts) or "belt", path.name, result.name)
+        attributes = dict(zip(("classname", "name", "file"), map(xml_text, names), strict=True))
         case = ElementTree.SubElement(
-            testsuite,
-            "testcase",
-            classname=xml_text(".".join(path.parent.parts) or "belt"),
-            name=xml_text(path.name),
-            file=xml_text(result.name),
-            time=f"{result.seconds:.3f}",
+            testsuite, "testcase", attributes, time=f"{result.seconds:.3f}"
         )
         if coverage and result.coverage:
             properties = ElementTree.SubElement(case, "properties")
