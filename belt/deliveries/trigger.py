@@ -220,27 +220,25 @@ def trigger(
         with closing(InProcess()) as caller:
             func = load_handler(to, where="--to")
             result = caller.call(to, func, sent, timeout=timeout, message_limit=None)
-    answer = result.response
-    decision = answer.decision if answer else None
-    reason = answer.reason if answer else None
+    answer, error, raised = result.response, result.error, result.exception
+    trace = None if raised is None else "".join(traceback.format_exception(raised)).rstrip("\n")
+    decision, reason = (answer.decision, answer.reason) if answer else (None, None)
+    note = answer.system if answer else None
     effect = effect_text(event, decision, reason)
-    if result.error is not None:
+    if error is not None:
         effect = f"{effect_text(event, None, None)} (a failed call counts as allow)"
     injected = bool(answer and answer.injected)
-    row = None
-    if leaves_row(decision=decision, injected=injected, error=result.error):
-        row = transcript_content(
-            chat_hook_event(
-                event=event,
-                handler_type=HookHandlerType.WEBHOOK,
-                handler=to,
-                decision=decision,
-                reason=reason,
-                injected=injected,
-                error=result.error,
-                duration_ms=result.duration_ms,
-            )
-        )
+    hook = chat_hook_event(
+        event=event,
+        handler_type=HookHandlerType.WEBHOOK,
+        handler=to,
+        decision=decision,
+        reason=reason,
+        injected=injected,
+        error=error,
+        duration_ms=result.duration_ms,
+    )
+    shown = leaves_row(decision=decision, injected=injected, error=error)
     return TriggerReport(
         event=event,
         handler=to if in_process else url_host(to),
@@ -249,23 +247,15 @@ def trigger(
         status=result.status,
         body=result.body,
         response=answer.model_dump(mode="json", exclude_none=True) if answer else None,
-        error=result.error,
+        error=error,
         duration_ms=result.duration_ms,
         effect=effect,
         injection=injection_text(answer.inject) if answer and answer.inject else None,
-        system=(
-            f"adds the permanent system note {answer.system!r} (keyed by this handler)"
-            if answer and answer.system
-            else None
-        ),
-        transcript_row=row,
+        system=f"adds the permanent system note {note!r} (keyed by this handler)" if note else None,
+        transcript_row=transcript_content(hook) if shown else None,
         warnings=result.warnings,
         in_process=in_process,
-        traceback=(
-            "".join(traceback.format_exception(result.exception)).rstrip("\n")
-            if result.exception is not None
-            else None
-        ),
+        traceback=trace,
         timeout=timeout,
     )
 
