@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -504,14 +505,11 @@ class PlatformLoop:
             interrupt = latest.get(invocation["id"])
             if status not in waiting or (interrupt and interrupt["status"] == "pending"):
                 continue
+            finish = partial(self.sim.transcript.finish_tool, execution, invocation)
             if interrupt is None or interrupt.get("resolution") != "allow":
-                self.sim.transcript.finish_tool(
-                    execution, invocation, ToolInvocationStatus.FAILED, rejection(interrupt)
-                )
+                finish(ToolInvocationStatus.FAILED, rejection(interrupt))
             elif status == ToolInvocationStatus.AWAITING_INPUT:
-                self.sim.transcript.finish_tool(
-                    execution, invocation, ToolInvocationStatus.COMPLETED, client_result(interrupt)
-                )
+                finish(ToolInvocationStatus.COMPLETED, client_result(interrupt))
             else:  # approved: invoked; let through its gate: its approval comes next
                 approved = interrupt["reason"] == InterruptReason.TOOL_APPROVAL
                 with self.sim.spans.tool_span(call.name, invocation):
