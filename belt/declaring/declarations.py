@@ -7,7 +7,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from belt.display.text import describe
 from belt.errors import ExitCode, InvalidInput
@@ -24,6 +24,9 @@ from belt.wire.validate import (
     check_platform_hooks,
 )
 
+if TYPE_CHECKING:
+    from belt.handlers.inprocess import Located
+
 
 @dataclass
 class Declaration:
@@ -37,6 +40,8 @@ class Declaration:
     shape: str = ""
     failure: ExitCode = ExitCode.INVALID_INPUT
     count: int | None = None  # how many hooks a scenario of a dialect of its own declares
+    where: str = "hooks"  # what the positions of its hooks are prefixed with
+    located: dict[int, Located] = field(default_factory=dict)  # a scenario's py: hooks, by index
 
     @property
     def ok(self) -> bool:

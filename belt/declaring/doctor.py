@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +27,6 @@ from belt.records.sims import read_hooks
 from belt.store import Store
 from belt.wire.catalogue import EVENTS
 from belt.wire.enums import Dialect, HookHandlerType, InterruptResolution
-from belt.wire.nexus import LifecycleHooks
 from belt.wire.platform import LifecycleHookConfig
 from belt.wire.validate import Findings
 
@@ -65,18 +64,6 @@ class Examined:
         }
 
 
-@dataclass
-class Declared:
-    """The hooks a declaration file or a scenario declares (``where`` prefixes positions)."""
-
-    source: str
-    where: str
-    hooks: list[LifecycleHookConfig]
-    lifecycle_hooks: LifecycleHooks | None
-    report: Declaration  # the file as ``belt hooks validate`` reports it
-    located: dict[int, Located] = field(default_factory=dict)  # a scenario's py: hooks, by index
-
-
 SCENARIO = "scenario"  # the ``shape`` of a checked scenario file's report
 SCENARIO_COMMANDS = "`belt sim run` runs it, `belt test` checks its expectations"
 
@@ -110,25 +97,24 @@ def examine(paths: list[Path], store: Store) -> Examined:
     traps: list[Trap] = []
     invalid: list[Declaration] = []
     declared: list[tuple[str, str, LifecycleHookConfig]] = []
-    for path in paths:
-        found = read_declared(path)
-        if isinstance(found, Declaration):
+    for found in map(read_declared, paths):
+        if not found.ok:
             invalid.append(found)
             continue
         placed = [(f"{found.where}[{i}]", hook) for i, hook in enumerate(found.hooks)]
-        traps.extend(platform_traps(found.source, placed, found.located))
+        traps.extend(platform_traps(found.path, placed, found.located))
         stop = found.lifecycle_hooks.stop if found.lifecycle_hooks is not None else None
         if stop is not None and stop.max_continuations == 0:
-            traps.append(trap(found.source, "lifecycle_hooks.stop", "stop-never-continues"))
-        declared.extend((found.source, where, hook) for where, hook in placed)
+            traps.append(trap(found.path, "lifecycle_hooks.stop", "stop-never-continues"))
+        declared.extend((found.path, where, hook) for where, hook in placed)
     delivered = Deliveries.read(store)
     if delivered.any:
         traps.extend(never_delivered(declared, delivered))
     return Examined([str(p) for p in paths], traps, invalid, delivered.any)
 
 
-def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Declaration:
-    """The hooks ``path`` declares, or the report of a file unreadable, invalid or not one."""
+def read_declared(path: Path, dialect: Dialect | None = None) -> Declaration:
+    """``path`` as ``belt hooks validate`` reports it (not ok: unreadable, invalid or not one)."""
     source = str(path)
     try:
         doc = read_declaration(path)
@@ -136,35 +122,29 @@ def read_declared(path: Path, dialect: Dialect | None = None) -> Declared | Decl
             return read_scenario(doc, path)
         if dialect is None and (other := other_file(doc, source)) is not None:
             return failed(source, other)
-        declaration = check_document(doc, source, dialect)
+        return check_document(doc, source, dialect)
     except BeltError as exc:
         return failed(source, exc.message, exc.problems, exc.exit_code)
-    if not declaration.ok:
-        return declaration
-    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
 
 
-def read_scenario(doc: dict[str, object], path: Path) -> Declared | Declaration:
+def read_scenario(doc: dict[str, object], path: Path) -> Declaration:
     """A scenario's hooks, checked as ``belt sim run`` reads them (its whole scenario too)."""
     source = str(path)
     loaded = scenario_from_document(doc, source, path.parent)
-    findings = Findings()
-    findings.warnings.extend(getattr(loaded, "warnings", []))
+    findings = Findings(warnings=list(getattr(loaded, "warnings", [])))
     if isinstance(loaded, LoadedScenario):
         report = Declaration(source, loaded.dialect, findings, loaded.hooks, shape=SCENARIO)
-        return Declared(source, "agent.hooks", loaded.hooks, None, report, loaded.located)
+        report.where, report.located = "agent.hooks", loaded.located
+        return report
     speaks = dialects.get(loaded.dialect)
     if not speaks.profile_hooks or loaded.profile is None:
         # A dialect of its own (reading its scenario checked its hooks), or no profile.
         count = None if speaks.profile_hooks else len(speaks.declared(loaded, None))
-        report = Declaration(source, loaded.dialect, findings, shape=SCENARIO, count=count)
-        return Declared(source, "", [], None, report)
+        return Declaration(source, loaded.dialect, findings, shape=SCENARIO, count=count)
     declaration = check_document(loaded.profile, source)
     declaration.shape = SCENARIO
     declaration.findings.warnings[:0] = loaded.warnings
-    if not declaration.ok:
-        return declaration
-    return Declared(source, "hooks", declaration.hooks, declaration.lifecycle_hooks, declaration)
+    return declaration
 
 
 def failed(
@@ -174,16 +154,13 @@ def failed(
     code: ExitCode = ExitCode.INVALID_INPUT,
 ) -> Declaration:
     """The report of a file that failed with ``message`` (and more ``problems``)."""
-    findings = Findings()
-    findings.problems.append(message.removeprefix(f"{source}:").lstrip())
-    findings.problems.extend(problems or [])
+    findings = Findings([message.removeprefix(f"{source}:").lstrip(), *(problems or [])])
     return Declaration(source, None, findings, failure=code)
 
 
 def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
     """``belt hooks validate``: each file checked as what it is (declaration or scenario)."""
-    found = [read_declared(path, dialect) for path in paths]
-    return [each if isinstance(each, Declaration) else each.report for each in found]
+    return [read_declared(path, dialect) for path in paths]
 
 
 # Each kind of trap: what it says, and its fix (``str.format`` templates).
