@@ -3,10 +3,11 @@ handler, a URL, a policy or a ``py:`` handler the server was started with; and k
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
+from contextlib import closing, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,11 +116,8 @@ class Replayer:
             if isinstance(item.payload, dict):
                 owners[id(item.payload)] = entry
         label, deliver, close = self._target(target, owners)
-        where = (
-            f"delivery {entries[0].summary['id']}"
-            if len(entries) == 1
-            else f"{len(entries)} deliveries"
-        )
+        one = len(entries) == 1
+        where = f"delivery {entries[0].summary['id']}" if one else f"{len(entries)} deliveries"
         try:
             report = Replay(
                 self.store,
@@ -155,25 +153,16 @@ class Replayer:
         if target.kind in ("url", "policy"):
             return open_target(**target.options)
         if target.kind == "py":
-            return f"py:{target.value}", self._in_process(f"py:{target.value}"), lambda: None
+            return f"py:{target.value}", partial(self._call, f"py:{target.value}"), lambda: None
         return "its own handler", self._own(owners), lambda: None
 
-    def _in_process(
-        self, spec: str, place: Located | None = None
-    ) -> Callable[[dict[str, object]], WebhookResult]:
+    def _call(
+        self, spec: str, payload: dict[str, object], place: Located | None = None
+    ) -> WebhookResult:
         """Call the in-process handler ``spec`` (from ``place`` if its scenario located it)."""
         where = place or Located(spec)
-        caller = InProcess(load=lambda _: load_located(where, where=spec))
-
-        def call(payload: dict[str, object]) -> WebhookResult:
-            try:
-                return caller.deliver(
-                    where.spec, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, label=spec
-                )
-            finally:
-                caller.close()
-
-        return call
+        with closing(InProcess(load=lambda _: load_located(where, where=spec))) as caller:
+            return caller.deliver(where.spec, payload, timeout=WEBHOOK_TIMEOUT_DEFAULT, label=spec)
 
     def _own(self, owners: dict[int, Entry]) -> Callable[[dict[str, object]], WebhookResult]:
         """Each payload to the handler of the delivery it came from (found by the payload)."""
@@ -189,7 +178,7 @@ class Replayer:
             except BeltError as exc:
                 return WebhookResult(None, "", None, exc.message, 0)
             if is_in_process(destination):
-                return self._in_process(destination, place)(payload)
+                return self._call(destination, payload, place)
             return deliver(destination, payload, timeout=timeout)
 
         return send
@@ -200,7 +189,7 @@ class Replayer:
         """``scenario_handler``, with where a simulated delivery's handler was located."""
         place = None
         if target.kind == "own" and entry is not None and entry.summary["source"] != "serve":
-            with contextlib.suppress(BeltError):
+            with suppress(BeltError):
                 place = self.located_handler(entry)[2]
         return scenario_handler(target, entry, record, base_url, place)
 
