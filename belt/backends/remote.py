@@ -40,6 +40,15 @@ FULL_IDS = (
 _DETAIL_LIMIT = 300
 
 
+def runs_needed(command: str, hint: str | None = None) -> UsageError:
+    """--api without --run: the platform API lists interrupts per run."""
+    return UsageError(
+        f"with --api, {command} needs --run and a run's whole id (repeatable): the platform "
+        "API lists interrupts per run",
+        hint=hint,
+    )
+
+
 class Platform:
     """A connection to one platform API; use as a context manager."""
 
@@ -251,11 +260,7 @@ class Platform:
     ) -> Iterator[WatchEvent]:
         """Events as the interrupts of ``run_ids`` open and settle (unreachable: a warning)."""
         if not run_ids:
-            raise UsageError(
-                "with --api, watch needs --run and a run's whole id (repeatable): the platform "
-                "API lists interrupts per run",
-                hint="without --api, watch follows every run in the local store",
-            )
+            raise runs_needed("watch", "without --api, watch follows every run in the local store")
         for run_id in run_ids:
             check_id(run_id, what="run id")
         settled = {status.value for status in InterruptStatus} - {InterruptStatus.PENDING.value}

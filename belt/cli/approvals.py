@@ -22,7 +22,6 @@ from belt.cli.options import (
 )
 from belt.display import output
 from belt.display.render import gate_event, gate_holds, span_text
-from belt.errors import UsageError
 from belt.outgoing import tracing
 
 if TYPE_CHECKING:
@@ -76,7 +75,9 @@ def auto(
 
     loaded = load_rules(rules)
     if api and not runs:
-        raise _runs_needed("auto", hint="without --api, auto follows every run in the local store")
+        from belt.backends.remote import runs_needed  # start-up: httpx
+
+        raise runs_needed("auto", hint="without --api, auto follows every run in the local store")
     start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:
         resolve = _resolver(backend, "api" if api else None)
@@ -109,15 +110,6 @@ def auto(
         f"settled {counts['settled']}, left {counts['ask']} to a person, skipped "
         f"{counts['skipped']} settled meanwhile",
         stderr=True,
-    )
-
-
-def _runs_needed(command: str, hint: str | None = None) -> UsageError:
-    """--api without --run: the platform API lists interrupts per run."""
-    return UsageError(
-        f"with --api, {command} needs --run and a run's whole id (repeatable): the platform "
-        "API lists interrupts per run",
-        hint=hint,
     )
 
 
@@ -176,7 +168,9 @@ def what_if(
     loaded = load_rules(rules)
     moment = moment_option(since, "--since")
     if api and not runs:
-        raise _runs_needed("what-if")
+        from belt.backends.remote import runs_needed  # start-up: httpx
+
+        raise runs_needed("what-if")
     with open_backend(api, api_key=api_key) as backend:
         if isinstance(backend, LocalBackend):
             records: list[Mapping[str, Any]] = [*settled_history(backend.store, runs or [])]

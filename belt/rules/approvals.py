@@ -361,15 +361,8 @@ class WhatIf:
 
 def settled_history(store: Store, run_ids: Iterable[str] = ()) -> list[Interrupt]:
     """The stored interrupts what-if reads: all, or those of the runs named."""
-    if not run_ids:
-        return inbox(store=store, include_settled=True)
-    return [
-        record
-        for run_id in run_ids
-        for record in inbox(
-            store=store, run_id=named_or_given(find_run_id, store, run_id), include_settled=True
-        )
-    ]
+    runs: list[str | None] = [named_or_given(find_run_id, store, r) for r in run_ids] or [None]
+    return [r for run in runs for r in inbox(store=store, run_id=run, include_settled=True)]
 
 
 def what_if(
