@@ -111,7 +111,6 @@ def trigger(
 
 def render(report: TriggerReport) -> None:
     """The report as labelled lines."""
-
     signed = " (signed)" if report.signed else ""
     if report.status is None:
         status, body = f"no response after {report.duration_ms} ms", None
@@ -122,10 +121,7 @@ def render(report: TriggerReport) -> None:
     else:
         status, body = f"HTTP {report.status} in {report.duration_ms} ms", report.body or "(empty)"
     row = report.transcript_row
-    if row is None:
-        transcript = "no row (nothing a reader would see)"
-    else:
-        transcript = f"{row['text']}  {json.dumps(row['event']['hook'], ensure_ascii=False)}"
+    transcript = row and f"{row['text']}  {json.dumps(row['event']['hook'], ensure_ascii=False)}"
     output.key_values(
         [
             ("sent", f"{report.event} to {report.handler}{signed}"),
@@ -137,6 +133,6 @@ def render(report: TriggerReport) -> None:
             ("effect", report.effect),
             ("inject", report.injection),
             ("system", report.system),
-            ("transcript", transcript),
+            ("transcript", transcript or "no row (nothing a reader would see)"),
         ]
     )
