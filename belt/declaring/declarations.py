@@ -118,74 +118,59 @@ def read_declaration(path: str | Path) -> Any:
     return doc
 
 
-def detect_dialect(doc: Any) -> tuple[Dialect | None, str]:
-    """Guess the built-in dialect of a decoded document from its shape: (dialect, shape)."""
-    if isinstance(doc, list):
-        return Dialect.PLATFORM, "array"
-    if isinstance(doc, dict):
-        if "hooks" in doc:
-            return Dialect.PLATFORM, "hooks"
-        if "lifecycle_hooks" in doc:
-            # dialect: the wire formats, told apart by shape (below too)
-            return Dialect.NEXUS, "profile" if len(doc) > 1 or "approval_mode" in doc else "wrapped"
-        if "plugins" in doc:
-            return Dialect.NEXUS, "rho"  # dialect: rho's config file is Nexus's
-        if "event" in doc and "type" in doc:
-            return Dialect.PLATFORM, "single"
-        return Dialect.NEXUS, "bare"  # dialect: a bare lifecycle_hooks table
-    return None, ""
+NEXUS_SHAPES = ("profile", "wrapped", "rho", "bare")  # dialect: lifecycle_hooks are Nexus's
+HOOKS_ONLY = "unknown key (a declaration file holds only hooks)"
 
 
-def forced_shape(doc: Any, dialect: Dialect) -> str:
-    """The shape to read ``doc`` as when ``--dialect`` overrides what its shape suggests."""
-    if dialect == Dialect.PLATFORM:
-        return "hooks" if isinstance(doc, dict) else "array"
-    return "wrapped" if isinstance(doc, dict) and "lifecycle_hooks" in doc else "bare"
+def shape_of(doc: Any) -> str:
+    """How a decoded document declares hooks, told by its keys ("" when it cannot)."""
+    if not isinstance(doc, dict):
+        return "array" if isinstance(doc, list) else ""
+    if "hooks" in doc:
+        return "hooks"
+    if "lifecycle_hooks" in doc:
+        return "profile" if len(doc) > 1 else "wrapped"
+    if "plugins" in doc:
+        return "rho"  # dialect: rho's config file is Nexus's
+    return "single" if "event" in doc and "type" in doc else "bare"
 
 
 def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Declaration:
-    """Check a decoded declaration document of either dialect."""
-    detected, shape = detect_dialect(doc)
-    chosen = dialect or detected
-    if chosen is None:
+    """Check a decoded declaration document of either dialect (``dialect``: read as that one)."""
+    shape = shape_of(doc)
+    detected = shape and (Dialect.NEXUS if shape in NEXUS_SHAPES else Dialect.PLATFORM)
+    if not (chosen := dialect or detected):
         findings = Findings()
         findings.error(
             "(document)", f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}"
         )
         return Declaration(source, None, findings)
-    if chosen != detected:
-        shape = forced_shape(doc, chosen)
-    if chosen == Dialect.PLATFORM:
-        if shape != "single" and isinstance(doc, dict):
-            rule = "unknown key (a declaration file holds only hooks)"
-            findings, hooks = _wrapped(doc, "hooks", rule, check_platform_hooks)
-            return Declaration(source, chosen, findings, hooks if findings.ok else [], shape=shape)
-        findings, hooks = check_platform_hooks([doc] if shape == "single" else doc)
-        return Declaration(source, chosen, findings, hooks, shape=shape)
-    if shape == "profile":
-        findings, nexus = check_nexus_profile(doc)
-    elif shape == "rho":
-        findings, nexus = check_rho_config(doc)
-    elif shape == "wrapped" and isinstance(doc, dict):
-        findings, nexus = _wrapped(doc, "lifecycle_hooks", "unknown key", check_nexus_hooks)
-    else:
-        findings, nexus = check_nexus_hooks(doc)
-    nexus_dialect = Dialect.NEXUS  # dialect: a lifecycle_hooks declaration is Nexus's by shape
-    return Declaration(source, nexus_dialect, findings, lifecycle_hooks=nexus, shape=shape)
+    if chosen != detected:  # read as the dialect given, whatever its keys suggest
+        table = isinstance(doc, dict)
+        wrapped = "wrapped" if table and "lifecycle_hooks" in doc else "bare"
+        shape = ("hooks" if table else "array") if chosen == Dialect.PLATFORM else wrapped
+    checks: dict[str, Callable[[Any], tuple[Findings, Any]]] = {
+        "array": check_platform_hooks,
+        "single": lambda doc: check_platform_hooks([doc]),
+        "hooks": lambda doc: _wrapped(doc, "hooks", HOOKS_ONLY, check_platform_hooks),
+        "profile": check_nexus_profile,
+        "rho": check_rho_config,
+        "wrapped": lambda doc: _wrapped(doc, "lifecycle_hooks", "unknown key", check_nexus_hooks),
+        "bare": check_nexus_hooks,
+    }
+    findings, checked = checks[shape](doc)
+    if shape in NEXUS_SHAPES:
+        return Declaration(source, Dialect.NEXUS, findings, lifecycle_hooks=checked, shape=shape)
+    return Declaration(source, Dialect.PLATFORM, findings, checked or [], shape=shape)
 
 
 def _wrapped(
     doc: Mapping[str, object], key: str, rule: str, check: Callable[[Any], tuple[Findings, Any]]
 ) -> tuple[Findings, Any]:
     """A document of one ``key``: any other named with ``rule``, then ``check`` of its value."""
-    findings = Findings()
-    for extra in doc:
-        if extra != key:
-            findings.error(extra, rule + did_you_mean(extra, (key,)))
-    inner, checked = check(doc.get(key))
-    findings.problems.extend(inner.problems)
-    findings.warnings.extend(inner.warnings)
-    return findings, checked
+    findings, checked = check(doc.get(key))
+    findings.problems[:0] = [f"{k}: {rule}{did_you_mean(k, (key,))}" for k in doc if k != key]
+    return findings, checked if findings.ok else None
 
 
 RHO_PLUGIN = "rho.lifecycle_hooks"
