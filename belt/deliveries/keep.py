@@ -281,49 +281,42 @@ class TestWriter:
             problems=[],
         )
 
-    def skip(self, problem: str) -> None:
-        """Count one delivery not written, and name it while fewer than PROBLEMS_KEPT are."""
-        self.summary["not_written"] += 1
-        if len(self.summary["problems"]) < PROBLEMS_KEPT:
-            self.summary["problems"].append(problem)
-
     def write(self, row: Row) -> None:
-        """Write ``row``'s delivery as a scenario (or keep it for its chat's)."""
+        """Write ``row``'s delivery as a scenario (or keep it for its chat's), or count it out."""
         expect = answer_expected(row.recorded if self.expect == "recorded" else row.now)
-        if self.per == "chat":
-            self.keep(row, expect)
-            return
         header = [
             f"A belt test scenario saved by belt replay --save-tests from {self.source}",
             f"(delivery {row.number}), expecting the {self.expect} answer.",
             *self.notes,
         ]
         try:
+            if self.per == "chat":
+                self.keep(row, expect)
+                return
             name, _, text = kept_scenario(
                 payload=row.recorded.payload, handler=self.handler, expect=expect, header=header
             )
         except InvalidInput as exc:
-            self.skip(f"delivery {row.number}: {exc.message}")
+            self.summary["not_written"] += 1
+            if len(self.summary["problems"]) < PROBLEMS_KEPT:
+                self.summary["problems"].append(f"delivery {row.number}: {exc.message}")
             return
         self.save(f"{row.number:04d}-{name}", text)
 
     def keep(self, row: Row, expect: Expected) -> None:
-        """Keep a delivery for its chat's scenario, if a chat's scenario can play it."""
+        """Keep a delivery for its chat's scenario (InvalidInput: a chat's cannot play it)."""
         payload = row.recorded.payload
         model, problem = payload_model(payload)
         if model is None or not isinstance(payload, dict):
-            self.skip(f"delivery {row.number}: {problem}")
-            return
+            raise InvalidInput(problem)
         if payload["event"] not in CHAT_EVENTS:
-            self.skip(
-                f"delivery {row.number}: a chat's scenario does not reach {payload['event']} "
+            raise InvalidInput(
+                f"a chat's scenario does not reach {payload['event']} "
                 "(--per delivery writes it alone)"
             )
-            return
         kept = self.chats.setdefault(str(payload.get("chat_id")), [])
         if len(kept) >= CHAT_MAX:
-            self.skip(f"delivery {row.number}: its chat has more than {CHAT_MAX} deliveries")
-            return
+            raise InvalidInput(f"its chat has more than {CHAT_MAX} deliveries")
         kept.append((row.number, payload, expect))
 
     def finish(self) -> None:
