@@ -280,16 +280,7 @@ def resolve(
     with open_backend(api, api_key=api_key) as backend:
         if all_:
             select = partial(matching_gates, run_id=run, chat_id=chat, tool=tool, event=event)
-            resolve_all(
-                backend,
-                chosen,
-                resolved_data,
-                select,
-                yes=yes,
-                json_=json_,
-                digest=digest,
-                atomic=not no_atomic,
-            )
+            resolve_all(backend, chosen, resolved_data, select, yes, json_, digest, not no_atomic)
             return
         with tracing.settlement("person", "api" if api else "cli"):
             item = backend.resolve_interrupt(
@@ -305,11 +296,10 @@ def resolve_all(
     decision: str,
     data: object,
     select: Callable[..., list[InterruptJSON]],
-    *,
     yes: bool,
     json_: bool,
-    digest: str | None = None,
-    atomic: bool = True,
+    digest: str | None,
+    atomic: bool,
 ) -> None:
     """`resolve --all`: gates shown, confirmed, settled as a batch (one by one with --no-atomic)."""
     from belt.records import interrupts as records  # start-up: belt --help
@@ -713,24 +703,23 @@ def log(
         belt interrupt log --run ar_k2m9x0q4 --json
     """
     from belt.display import render  # start-up: not for resolve
-    from belt.records import interrupts  # start-up: not for resolve
+    from belt.records import interrupts as gates  # start-up: not for resolve
 
     backend = LocalBackend()
     run_id = None if run is None else backend.run_named(run)
-    records = interrupts.settlements(store=backend.store, since=_since(since), run_id=run_id)
-    dtos = [interrupts.to_dto(record) for record in records]
+    settled: list[Any] = [
+        {**gates.to_dto(r), "settled_by": gates.settled_by(r), "trail": gates.trail(r)}
+        for r in gates.settlements(store=backend.store, since=_since(since), run_id=run_id)
+    ]
     output.listing(
         json_,
-        [
-            dto | {"settled_by": interrupts.settled_by(r), "trail": interrupts.trail(r)}
-            for dto, r in zip(dtos, records, strict=True)
-        ],
+        settled,
         ["settled", "id", "status", "event", "holds", "run", "settled by"],
         [
             [str(item.get("resolved_at")), str(item.get("id")), render.interrupt_status(item)]
             + [render.gate_event(item), render.gate_holds(item), str(item.get("run_id"))]
-            + [str(interrupts.settled_by(record))]
-            for item, record in zip(dtos, records, strict=True)
+            + [str(item.get("settled_by"))]
+            for item in settled
         ],
         empty="no settled gates" + (f" since {since}" if since else ""),
         ids=(1, 5),
