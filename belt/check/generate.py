@@ -370,12 +370,9 @@ def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, object]]:
         "conversation": st.none() | ids("conv_"),
     }
     build = partial(_task_input, event)
+    extra: Strategy = st.just({})  # what the boundary adds to the task input
     if event == NexusEvent.STOP:
-        return st.builds(
-            lambda preview, **rest: {**build(**rest), **_preview(preview)},
-            preview=texts(max_size=OUTPUT_PREVIEW_MAX_CHARS),
-            **base,
-        )
+        extra = texts(max_size=OUTPUT_PREVIEW_MAX_CHARS).map(_preview)
     if event == NexusEvent.PRE_COMPACT:
         by_tokens = st.fixed_dictionaries(
             {
@@ -387,11 +384,8 @@ def nexus_inputs(event: str) -> st.SearchStrategy[dict[str, object]]:
         by_bytes = st.fixed_dictionaries(
             {"compaction_trigger": st.just("byte_limit"), "overshoot_bytes": st.integers(1, 10**7)}
         )
-        mid_turn = st.none() | by_tokens | by_bytes
-        return st.builds(
-            lambda trigger, **rest: {**build(**rest), **(trigger or {})}, trigger=mid_turn, **base
-        )
-    return st.builds(build, **base)
+        extra = (st.none() | by_tokens | by_bytes).map(lambda trigger: trigger or {})
+    return st.builds(lambda extra, **rest: {**build(**rest), **extra}, extra=extra, **base)
 
 
 def nexus_sample(event: str) -> dict[str, object]:
@@ -489,13 +483,7 @@ def steered_arguments(
     for key_path, pattern in unless.items():
         others = placed.get(key_path, argument_values())
         placed[key_path] = matching(pattern) | others | st.just(ABSENT) | attacked_paths(pattern)
-    paths_ = list(placed)
-    values = st.tuples(*(placed[key_path] for key_path in paths_))
-    return st.builds(
-        lambda base, chosen: _placed(base, dict(zip(paths_, chosen, strict=True))),
-        arguments(),
-        values,
-    )
+    return st.builds(_placed, arguments(), st.fixed_dictionaries(placed))
 
 
 def steered_payloads(
