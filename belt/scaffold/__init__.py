@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from contextlib import suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib.resources import files as resource_files
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from belt.errors import Conflict, InvalidInput
 
@@ -38,8 +39,7 @@ class Planned:
     about: str
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One of the next commands: what to type in the directory written, and why."""
 
     command: str
@@ -72,7 +72,6 @@ NEXT: dict[str, tuple[Step, ...]] = {
 """The commands a README (and ``belt init`` itself) suggests, run from the directory; a test
 runs each of them there on what was written."""
 
-HANDLER = {"platform": "handler.py", "nexus": "tool.py"}  # dialect: each start's handler file
 SHORT = 56
 """The longest command a README shows with its comment beside it."""
 
@@ -80,36 +79,32 @@ SHORT = 56
 def plan(*, nexus: bool, framework: Framework, name: str) -> list[Planned]:
     """The files of a start, in the order they are written; ``name`` titles the README."""
     dialect = "nexus" if nexus else "platform"  # dialect: what --nexus asks for
-    handler = HANDLER[dialect]
+    stem = "tool" if nexus else "handler"
+    hook = "the hook's executor tool, `verify`" if nexus else "the hook, `decide`"
     served = {
         Framework.py: "a `py:` function",
         Framework.stdlib: "served by the standard library's http.server",
         Framework.starlette: "served by a Starlette (ASGI) app",
     }[framework]
-    if nexus:
-        files = [
-            (handler, f"tool-{framework}.py", f"the hook's executor tool, `verify` ({served})"),
-            ("scenario.toml", "scenario.toml", "a scripted run with expectations (`belt test`)"),
-            ("test_tool.py", "test_tool.py", "the tests for pytest, with `belt_scenario`"),
-        ]
-    else:
-        files = [
-            (handler, f"handler-{framework}.py", f"the hook, `decide` ({served})"),
-            ("scenario.toml", "scenario.toml", "a scripted run with expectations (`belt test`)"),
-            ("props.toml", "props.toml", "what every answer must be (`belt check --props`)"),
-            ("test_handler.py", "test_handler.py", "the tests for pytest, with `belt_scenario`"),
-        ]
-    files.append(("README.md", "README.md", "what each file is, and the next commands"))
-    table = "\n".join(f"| `{file}` | {about} |" for file, _, about in files)
+    files = {
+        f"{stem}.py": f"{hook} ({served})",
+        "scenario.toml": "a scripted run with expectations (`belt test`)",
+        "props.toml": "what every answer must be (`belt check --props`)",
+        f"test_{stem}.py": "the tests for pytest, with `belt_scenario`",
+        "README.md": "what each file is, and the next commands",
+    }
+    if nexus:  # properties speak of the inference.sh decisions
+        del files["props.toml"]
     fields = {
         "name": name,
-        "files": table,
+        "files": "\n".join(f"| `{file}` | {about} |" for file, about in files.items()),
         "next": _commands(NEXT[dialect]),
         "serve": _template(dialect, f"serve-{framework}.md").rstrip("\n"),
     }
+    template = {f"{stem}.py": f"{stem}-{framework}.py"}
     return [
-        Planned(file, _fill(_template(dialect, template), fields), about)
-        for file, template, about in files
+        Planned(file, _fill(_template(dialect, template.get(file, file)), fields), about)
+        for file, about in files.items()
     ]
 
 
@@ -157,19 +152,23 @@ def init(*, directory: Path, nexus: bool = False, framework: Framework = Framewo
         for path in reversed(written):
             path.unlink(missing_ok=True)
         for made_directory in reversed(made):
-            _remove_empty(made_directory)
+            with suppress(OSError):  # something else is in it now: it stays
+                made_directory.rmdir()
         if isinstance(exc, FileExistsError):  # it appeared since the check
             raise _exists([path]) from None
         raise InvalidInput(
             f"{path}: cannot write it: {exc.strerror}; nothing was written"
         ) from None
-    steps = [] if _same(directory, Path.cwd()) else [f"cd {shlex.quote(str(directory))}"]
+    here = False
+    with suppress(OSError):
+        here = directory.resolve() == Path.cwd().resolve()
+    steps = [] if here else [f"cd {shlex.quote(str(directory))}"]
     return Written(
         directory=directory,
-        dialect="nexus" if nexus else "platform",  # dialect: what --nexus asked for
+        dialect=(dialect := "nexus" if nexus else "platform"),  # dialect: what --nexus asked for
         framework=framework,
         files=planned,
-        next=steps + [step.command for step in NEXT["nexus" if nexus else "platform"]],  # dialect
+        next=steps + [step.command for step in NEXT[dialect]],
     )
 
 
@@ -200,20 +199,6 @@ def _make_directory(directory: Path) -> list[Path]:
     except OSError as exc:
         raise InvalidInput(f"{directory}: cannot make the directory: {exc.strerror}") from None
     return list(reversed(missing))
-
-
-def _remove_empty(directory: Path) -> None:
-    try:
-        directory.rmdir()
-    except OSError:
-        pass  # something else is in it now: it stays
-
-
-def _same(one: Path, other: Path) -> bool:
-    try:
-        return one.resolve() == other.resolve()
-    except OSError:
-        return False
 
 
 def _template(dialect: str, name: str) -> str:
