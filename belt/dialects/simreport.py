@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired, Required, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypeAlias, TypedDict
+
+from belt.records.runs import RunView
 
 if TYPE_CHECKING:
     from belt.records.executions import ExecutionEntry
     from belt.records.hooktasks import HookTask
     from belt.records.messages import Message
+    from belt.records.runs import RunEvent
     from belt.records.sims import SimParent, SimRegistry
     from belt.wire.dto import InterruptJSON
+
+
+Delivery: TypeAlias = "RunEvent"
+"""A ``hook.executed`` record as a report holds it (``hook_executions``)."""
 
 
 class Head(TypedDict, total=False):
@@ -38,56 +45,16 @@ class Head(TypedDict, total=False):
     hooks_from: dict[str, str] | None
 
 
-class Attention(TypedDict):
-    """Why a Nexus run is on an attention hold: which hook task failed."""
-
-    event: str
-    task_key: str
-    reason: str
-    detail: str
-    tool: str
-
-
-class FrozenHook(TypedDict, total=False):
-    """A hook a Nexus execution froze onto its run."""
-
-    tool: Required[str]
-    timeout_ms: Required[int]
-    max_continuations: int
-
-
-class Origin(TypedDict, total=False):
-    """Where a Nexus run's profile came from."""
-
-    reused_from: str
-    source: str
-    revision: int
-    hooks_from: object
-
-
-class ReportRun(TypedDict, total=False):
+class ReportRun(RunView, total=False):
     """A run as a report lists it (``run_dto``, with the fields its dialect adds)."""
 
-    id: Required[str]
-    state: Required[str]
-    chat_id: str | None
-    error: str | None
-    interrupt_reason: object
-    interrupted: bool
-    created_at: object
     kind: str
-    attention: Attention | None
-    hooks: dict[str, FrozenHook] | None
-    profile: Origin | None
+    attention: dict[str, Any] | None
+    """Why a Nexus run is on an attention hold: the hook task that failed."""
+    hooks: dict[str, dict[str, Any]] | None
+    """The hooks a Nexus execution froze onto its run, by event."""
+    profile: dict[str, Any] | None
     execution: dict[str, object] | None
-
-
-class Review(TypedDict, total=False):
-    """What a review by ``belt:extract`` did."""
-
-    outcomes: list[dict[str, str]]
-    note: str
-    ancestor: str
 
 
 class Child(TypedDict):
@@ -98,7 +65,8 @@ class Child(TypedDict):
     agent: object
     parent: SimParent
     status: str
-    review: NotRequired[Review]
+    review: NotRequired[dict[str, Any]]
+    """What a review by ``belt:extract`` did (``outcomes``, ``note``, ``ancestor``)."""
     runs: list[ReportRun]
 
 
@@ -108,28 +76,6 @@ class ReportChat(TypedDict):
     id: str
     chat_messages: list[Message]
     pending_interrupts: list[InterruptJSON]
-
-
-class Delivery(TypedDict, total=False):
-    """A ``hook.executed`` record (``belt.records.runs.RunEvent``) as a report holds it."""
-
-    run_id: str
-    hook_event: str
-    hook_index: int
-    handler: str
-    handler_type: str
-    decision: str
-    reason: str | None
-    error: str | None
-    injected: bool
-    injection: object
-    routed_to: str
-    resource_id: str
-    duration_ms: float
-    latency_ms: float
-    invocation_id: str
-    after_message: str
-    payload: dict[str, object]
 
 
 class HandlerTally(TypedDict):

@@ -16,7 +16,7 @@ from belt.records.views import chat_dto
 from belt.store import Store
 
 if TYPE_CHECKING:
-    from belt.dialects.simreport import Delivery, Head, ReportChat, ReportRun, SimReport
+    from belt.dialects.simreport import Head, ReportChat, ReportRun, SimReport
 
 
 def build_report(store: Store, sim: Sim) -> SimReport:
@@ -56,7 +56,7 @@ def build_report(store: Store, sim: Sim) -> SimReport:
         "chat": cast("ReportChat", chat),
         "runs": cast("list[ReportRun]", [run_dto(run, fields) for run in runs]),
         "interrupts": interrupts,
-        "hook_executions": cast("list[Delivery]", executions),
+        "hook_executions": executions,
         "hook_summary": hook_summary(executions),
     }
     report.update(extras)

@@ -25,7 +25,7 @@ from belt.wire.enums import ATTENTION_HOLD, AgentRunState, InterruptStatus, Tool
 from belt.wire.validate import Findings, is_int
 
 if TYPE_CHECKING:
-    from belt.dialects.simreport import Delivery, ReportRun, SimReport
+    from belt.dialects.simreport import ReportRun, SimReport
     from belt.records.messages import Message
 
 Test = Callable[[Any], bool]
@@ -378,11 +378,11 @@ class Facts:
         """Every tool call of the chat, with the decision of its hooks and its gate."""
         if self._tools is not None:
             return self._tools
-        decided: dict[str, Delivery] = {}
-        for record in self.report.get("hook_executions") or []:
-            resource = None if record.get("async") else record.get("resource_id")  # sync runs'
-            if resource and resource not in decided and record.get("decision") != "allow":
-                decided[str(resource)] = record
+        decided: dict[str, Mapping[str, Any]] = {}
+        for executed in self.report.get("hook_executions") or []:
+            resource = None if executed.get("async") else executed.get("resource_id")  # sync runs'
+            if resource and resource not in decided and executed.get("decision") != "allow":
+                decided[str(resource)] = executed
         gates = {str(i.get("resource_id")): i for i in self.report.get("interrupts") or [] if i}
         items = []
         for message in self.messages:

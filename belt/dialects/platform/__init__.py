@@ -16,7 +16,7 @@ from belt.wire.enums import HookDecision
 
 if TYPE_CHECKING:
     from belt.dialects import InTurn, ScenarioOptions, TurnOf
-    from belt.dialects.simreport import Delivery, ReportRun, SimReport
+    from belt.dialects.simreport import ReportRun, SimReport
 
 NEXUS_ONLY = 'only in Nexus scenarios; add dialect = "nexus" at the top of the file'
 NEXUS_TOP = dict.fromkeys(("profile", "executors", "agent.context_bytes"), NEXUS_ONLY)
@@ -157,7 +157,7 @@ class PlatformDialect:
         return message_lines(message)
 
 
-def call_data(record: Delivery) -> Mapping[str, object]:
+def call_data(record: Mapping[str, Any]) -> Mapping[str, object]:
     """The ``data`` of a hook call's payload (the tool and its arguments of a tool call)."""
     data = (record.get("payload") or {}).get("data")
     return data if isinstance(data, dict) else {}

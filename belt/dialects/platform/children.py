@@ -19,7 +19,7 @@ from belt.wire.enums import AgentRunState
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from belt.dialects.simreport import Child, ReportRun, Review
+    from belt.dialects.simreport import Child, ReportRun
     from belt.engine.scenario import StoredTurn
     from belt.engine.simulation import Dialect
     from belt.store import Store
@@ -146,6 +146,6 @@ def children_of(store: Store, sim: Mapping[str, object], kind: str) -> list[Chil
             "runs": cast("list[ReportRun]", runs),
         }
         if "review" in child:
-            view["review"] = cast("Review", child["review"])
+            view["review"] = child["review"]
         found.append(view)
     return found
