@@ -94,8 +94,7 @@ def scenario_document(
     elif event == "agent.tool_result":
         turn["model"] = [{"tool_calls": [_tool_result(data)]}, {"say": "Done."}]
     elif event == "agent.error":
-        turn["model"] = []
-        turn["error"] = str(data.get("error") or "the model failed")
+        turn.update(model=[], error=str(data.get("error") or "the model failed"))
     elif event in ("agent.pre_compact", "agent.post_compact"):
         agent.update(context_window=1000, compact_at=0.5)
         noop = {"name": "noop", "result": "ok"}
@@ -156,15 +155,13 @@ def chat_document(deliveries: list[Kept], handler: str) -> Document:
             if event == "agent.tool_call":
                 cast(list[Document], outputs[-1].setdefault("tool_calls", [])).append(_call(data))
             expectation = {**_expectation(event, data, expect), "run": number}
-            arguments = data.get("arguments")
-            if event == "agent.tool_call" and isinstance(arguments, dict):
-                scalars = {
-                    key: _exactly(value) if isinstance(value, str) else value
-                    for key, value in arguments.items()
-                    if "." not in key and isinstance(value, str | int | float | bool)
-                }
-                if scalars:
-                    expectation["arguments"] = scalars
+            scalars = {
+                key: _exactly(value) if isinstance(value, str) else value
+                for key, value in _mapping(data.get("arguments")).items()
+                if "." not in key and isinstance(value, str | int | float | bool)
+            }
+            if event == "agent.tool_call" and scalars:
+                expectation["arguments"] = scalars
             expectations.append(expectation)
         if not outputs or outputs[-1].get("tool_calls"):
             outputs.append({"say": "Done."})
@@ -221,11 +218,11 @@ def replay_handler(
     module, sep, func = handler.removeprefix(IN_PROCESS_PREFIX).partition(":")
     if not sep:
         raise InvalidInput(f"--handler {handler!r}: expected MODULE:FUNC")
-    if is_file_reference(module):
-        return f"{IN_PROCESS_PREFIX}{_path_from(Path(module), directory)}:{func}", []
-    file, root = locate_module(module, Path.cwd())
+    # A file, or a module of the current directory: named by its file, found from anywhere.
+    file, root = (
+        (Path(module), None) if is_file_reference(module) else locate_module(module, Path.cwd())
+    )
     if file is not None:
-        # A module of the current directory: named by its file, which is found from anywhere.
         return f"{IN_PROCESS_PREFIX}{_path_from(file, directory)}:{func}", []
     notes = [] if root is None else [f"The hook imports {module} from {root}: run belt test there."]
     return f"{IN_PROCESS_PREFIX}{module}:{func}", notes
@@ -234,9 +231,8 @@ def replay_handler(
 def _path_from(path: Path, directory: Path | None) -> str:
     """``path`` as a scenario saved in ``directory`` names it (absolute when it is None)."""
     absolute = os.path.abspath(path)
-    if directory is None:
-        return Path(absolute).as_posix()
-    return Path(os.path.relpath(absolute, os.path.abspath(directory))).as_posix()
+    named = absolute if directory is None else os.path.relpath(absolute, os.path.abspath(directory))
+    return Path(named).as_posix()
 
 
 def refuse_credentials(url: str) -> None:
