@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-import webbrowser
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -18,10 +16,6 @@ from belt.cli.options import (
     passed_on,
     start_tracing,
 )
-from belt.display import output
-
-if TYPE_CHECKING:
-    from belt.server.listen import Listening
 
 
 def serve(
@@ -165,21 +159,12 @@ def serve(
     start_tracing(otlp, trace)
     try:
         with stopping_on_signals():
-            from belt.outgoing.signing import new_secret  # start-up: belt --help
             from belt.server.listen import serve as serve_until_stopped  # start-up: the server
 
-            made_secret = new_secret() if secret == "new" else None
             serve_until_stopped(
-                **passed_on(ctx, "secret", "allow_host", "clock", "json_", "open_", "trace"),
+                **passed_on(ctx, "clock"),
                 verbose=bool(ctx.find_root().params.get("verbose")),
-                secret=made_secret or secret,
-                allow_hosts=allow_host,
                 clock=moment_option(clock, "--clock"),
-                report_mode="json" if json_ else "lines",
-                trace_file=trace,
-                on_listening=lambda info: render_listening(
-                    info, made_secret=made_secret, open_inspector=open_
-                ),
             )
     except Stopped as stop:
         if stop.threads_left:
@@ -189,42 +174,3 @@ def serve(
             report(stop, verbose=False)
             leave(int(stop.exit_code))
         raise
-
-
-def render_listening(
-    info: Listening, *, made_secret: str | None = None, open_inspector: bool = False
-) -> None:
-    """The ready line, on stderr (stdout has only request lines); it names a made secret only."""
-    interval = info["sweep_interval"]
-    hosts = [] if info["token"] else info.get("allow_hosts") or []  # answered without a token
-    extras = [
-        str(info["decider"]),
-        info["signed"] and "signed requests only",
-        info["token"] and "bearer token required",
-        hosts and f"also answering {', '.join(hosts)}",
-        f"sweep every {interval:g} s" if interval else "sweep off",
-        info["workers"] > 1 and f"{info['workers']} workers",
-        info.get("resume") and "runs continue when their gates are settled",
-        info.get("approvals") and f"gates settled by {info['approvals']}",
-        f"model {info['model']}" if info.get("model") else "plain model",
-        info.get("agents") and f"agents {info['agents']}",
-        info.get("clock") and f"virtual clock at {info['clock']}, moved by POST /_belt/clock",
-    ]
-    shown = ", ".join(str(extra) for extra in extras if extra)
-    urls = f"hooks {info['hooks_url']}, API {info['api_url']}, inspector {info['inspector_url']}"
-    secret = f"; signing secret {made_secret}" if made_secret else ""
-    output.styled(
-        f"belt serve listening on {info['url']} ({shown}): {urls}{secret}; Ctrl-C stops",
-        "bold",
-        stderr=True,
-    )
-    if hosts:
-        output.warning(
-            f"--allow-host without --token: anyone who can reach this machine as "
-            f"{' or '.join(hosts)} on port {info['port']} can use the whole API "
-            "(settle gates, read the journal, run hooks); add --token TOKEN to require a bearer "
-            "token"
-        )
-    if open_inspector:
-        # In a thread: a browser named by $BROWSER may take its time, and requests wait for it.
-        threading.Thread(target=webbrowser.open, args=(info["inspector_url"],), daemon=True).start()

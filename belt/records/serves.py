@@ -60,12 +60,12 @@ class Serve:
     @property
     def address(self) -> str:
         """``HOST:PORT`` as a delivery's error names it (``127.0.0.1:8787``)."""
-        return f"{_bracketed(self.record['host'])}:{self.record['port']}"
+        return f"{bracketed(self.record['host'])}:{self.record['port']}"
 
     @property
     def hooks_url(self) -> str:
         """The URL its hooks answer at, reachable from this machine."""
-        host = _bracketed(reachable_host(self.record["host"]))
+        host = bracketed(reachable_host(self.record["host"]))
         return f"http://{host}:{self.record['port']}/hooks"
 
     def describe(self) -> str:
@@ -78,7 +78,8 @@ class Serve:
         return f"belt serve on {self.address} (pid {self.pid}{when})"
 
 
-def _bracketed(host: str) -> str:
+def bracketed(host: str) -> str:
+    """``host`` as a URL names it (an IPv6 address in brackets)."""
     return f"[{host.strip('[]')}]" if ":" in host else host
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from multiprocessing import resource_tracker
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypedDict
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,7 +31,7 @@ from uvicorn.supervisors import Multiprocess
 from belt.deliveries.effects import url_host
 from belt.errors import BeltError, UsageError
 from belt.outgoing import tracing
-from belt.outgoing.signing import secret_key
+from belt.outgoing.signing import new_secret, secret_key
 from belt.records import serves
 from belt.records.journal import ServeLine, journal_headers
 from belt.records.reports import Reporter, report_api
@@ -49,6 +49,7 @@ from belt.server.deciders import HANDLER_TIMEOUT
 from belt.server.group_commit import append_one
 from belt.server.guard import STOPPING, allowed_host_name
 from belt.server.guard import is_loopback_name as is_loopback
+from belt.server.live import listening
 from belt.server.problems import Problem, parse_json
 from belt.server.stopping import Terminated
 from belt.server.traced import TracedRequests
@@ -104,19 +105,19 @@ def serve(
     workers: int = 1,
     handler_timeout: float = HANDLER_TIMEOUT,
     max_connections: int | None = None,
-    report_mode: str = "lines",
+    json_: bool = False,
     resume: bool = False,
     approvals: Path | None = None,
     forward_to: str | None = None,
     model: Path | None = None,
     agents: Path | None = None,
-    allow_hosts: list[str] | None = None,
-    on_listening: Callable[[Listening], None] | None = None,
+    allow_host: list[str] | None = None,
     clock: datetime | None = None,
     verbose: bool = False,
     grace: float = SHUTDOWN_GRACE,
     otlp: str | None = None,
-    trace_file: Path | None = None,
+    trace: Path | None = None,
+    open_: bool = False,
 ) -> None:
     """Check the options, load the decider, listen, and serve until Ctrl-C or SIGTERM."""
     if sum(option is not None for option in (policy, handler, forward_to)) > 1:
@@ -138,7 +139,7 @@ def serve(
             hint="a host other than loopback is reachable by others; set --token TOKEN "
             "(or BELT_SERVE_TOKEN)",
         )
-    hosts = [allowed_host_name(name) for name in allow_hosts or []]
+    hosts = [allowed_host_name(name) for name in allow_host or []]
     if not (sweep_interval == 0 or MIN_SWEEP_INTERVAL <= sweep_interval < math.inf):
         raise UsageError(
             f"--sweep-interval must be 0 (off) or a number of seconds from {MIN_SWEEP_INTERVAL:g}"
@@ -156,28 +157,30 @@ def serve(
             "--clock runs one virtual clock in one process: it cannot be shared by --workers",
             hint="serve on a virtual clock with one worker",
         )
+    made_secret = new_secret() if secret == "new" else None
+    secret = made_secret or secret
     if secret:
         secret_key(secret)
     settings = {
-        "POLICY": str(policy) if policy is not None else "",
+        "POLICY": str(policy or ""),
         "HANDLER": handler or "",
         "SECRET": secret or "",
         "TOKEN": token or "",
         "SWEEP_INTERVAL": repr(sweep_interval),
         "HANDLER_TIMEOUT": repr(handler_timeout),
-        "REPORT": report_mode,
+        "REPORT": "json" if json_ else "lines",
         "RESUME": "1" if resume else "",
-        "APPROVALS": str(approvals) if approvals is not None else "",
+        "APPROVALS": str(approvals or ""),
         "FORWARD_TO": forward_to or "",
-        "MODEL": str(model) if model is not None else "",
-        "AGENTS": str(agents) if agents is not None else "",
+        "MODEL": str(model or ""),
+        "AGENTS": str(agents or ""),
         "ALLOW_HOST": ",".join(hosts),
         "CLOCK": timestamp(clock) if clock is not None else "",
         "VERBOSE": "1" if verbose else "",
         "GRACE": repr(grace),
         "MAX_CONNECTIONS": str(connection_cap(max_connections)),
         "OTLP": otlp or "",
-        "TRACE": str(trace_file) if trace_file is not None else "",
+        "TRACE": str(trace or ""),
     }
     app = create_served_app(settings)  # refuses a bad decider, model or agent file before binding
     if workers > 1:  # for the factory each worker runs
@@ -186,77 +189,61 @@ def serve(
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn_config(app, workers=workers, grace=grace)
-    shown = f"[{host.strip('[]')}]" if ":" in host else host
-    url = f"http://{shown}:{bound_port}"
-    info: Listening = {  # what the ready line tells
+    url = f"http://{serves.bracketed(host)}:{bound_port}"
+    answering = [] if token else hosts  # answered without a token
+    extras = [
+        decider_label(policy, handler, forward_to),
+        secret and "signed requests only",
+        token and "bearer token required",
+        answering and f"also answering {', '.join(answering)}",
+        f"sweep every {sweep_interval:g} s" if sweep_interval else "sweep off",
+        config.workers > 1 and f"{config.workers} workers",
+        resume and "runs continue when their gates are settled",
+        approvals and f"gates settled by {approvals}",
+        f"model {model}" if model else "plain model",
+        agents and f"agents {agents}",
+        clock and f"virtual clock at {settings['CLOCK']}, moved by POST /_belt/clock",
+    ]
+    shown = ", ".join(str(extra) for extra in extras if extra)
+    told = f"; signing secret {made_secret}" if made_secret else ""
+    ready = (
+        f"belt serve listening on {url} ({shown}): hooks {url}/hooks, API {url}, "
+        f"inspector {url}/{told}; Ctrl-C stops"
+    )
+    warning = (
+        (
+            f"--allow-host without --token: anyone who can reach this machine as "
+            f"{' or '.join(answering)} on port {bound_port} can use the whole API "
+            "(settle gates, read the journal, run hooks); add --token TOKEN to require a bearer "
+            "token"
+        )
+        if answering
+        else None
+    )
+    record: serves.ServeFile = {
         "url": url,
-        "hooks_url": f"{url}/hooks",
-        "api_url": url,  # the base --api takes
-        "inspector_url": f"{url}/",
         "host": host,
         "port": bound_port,
-        "decider": decider_label(policy, handler, forward_to),
+        "pid": os.getpid(),
+        "started_at": timestamp(datetime.now(UTC)),
+        "workers": config.workers,
         "signed": bool(secret),
         "token": bool(token),
-        "sweep_interval": sweep_interval,
-        "workers": config.workers,
-        "max_connections": int(settings["MAX_CONNECTIONS"]),
-        "resume": resume,
-        "approvals": settings["APPROVALS"] or None,
-        "model": settings["MODEL"] or None,
-        "agents": settings["AGENTS"] or None,
-        "allow_hosts": hosts,
-        "clock": settings["CLOCK"] or None,
     }
-    announce = None if on_listening is None else (lambda: on_listening(info))
-    running_file = announce_running(info)
     try:
-        run_until_stopped(config, sock, workers=workers, on_ready=announce)
+        running_file: Path | None = serves.announce(record)
+    except BeltError:  # the state directory cannot take it
+        running_file = None
+    try:
+        run_until_stopped(
+            config,
+            sock,
+            workers=workers,
+            on_ready=lambda: listening(ready, warning, f"{url}/" if open_ else None),
+        )
     finally:
         if running_file is not None:
             serves.withdraw(running_file)
-
-
-def announce_running(info: Listening) -> Path | None:
-    """Write this serve's running-serve file; None when the state directory cannot take it."""
-    try:
-        return serves.announce(
-            {
-                "url": info["url"],
-                "host": info["host"],
-                "port": info["port"],
-                "pid": os.getpid(),
-                "started_at": timestamp(datetime.now(UTC)),
-                "workers": info["workers"],
-                "signed": info["signed"],
-                "token": info["token"],
-            }
-        )
-    except BeltError:
-        return None
-
-
-class Listening(TypedDict):
-    """What the ready line of ``belt serve`` tells and its running-serve file keeps."""
-
-    url: str
-    hooks_url: str
-    api_url: str
-    inspector_url: str
-    host: str
-    port: int
-    decider: str
-    signed: bool
-    token: bool
-    sweep_interval: float
-    workers: int
-    max_connections: int
-    resume: bool
-    approvals: str | None
-    model: str | None
-    agents: str | None
-    allow_hosts: list[str]
-    clock: str | None
 
 
 def create_served_app(settings: dict[str, str]) -> ASGIApp:

@@ -3,7 +3,9 @@ sweep, through ``belt.display.output`` (which escapes what came from outside).""
 
 from __future__ import annotations
 
+import threading
 import traceback
+import webbrowser
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -104,6 +106,17 @@ def _local_clock(text: str) -> str:
         return datetime.fromisoformat(text).astimezone().strftime("%H:%M:%S")
     except ValueError:
         return "--:--:--"
+
+
+def listening(ready: str, warning: str | None, inspector: str | None) -> None:
+    """The ready line on stderr (stdout has only request lines), its warning, and the inspector
+    opened in a browser (``--open``)."""
+    output.styled(ready, "bold", stderr=True)
+    if warning:
+        output.warning(warning)
+    if inspector:
+        # In a thread: a browser named by $BROWSER may take its time, and requests wait for it.
+        threading.Thread(target=webbrowser.open, args=(inspector,), daemon=True).start()
 
 
 def loop_error(line: str) -> None:
