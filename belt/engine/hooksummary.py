@@ -5,7 +5,7 @@ failure was counted (allow, or deny when fail-closed), by handler, from ``hook.e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from belt.deliveries.effects import Outcome, effect_text, outcome
 from belt.dialects.simreport import HandlerTally, HookSummary
@@ -23,11 +23,6 @@ HOOK_FAILURE_HINT = (
     'name each with an expectation on its error (event = ..., error = "..."), or put '
     'hook_errors = "allow" at the top of the scenario'
 )
-
-
-def counted_as(record: Mapping[str, Any]) -> str:
-    """How a failed call was counted: ``deny`` (fail-closed on a gate-able event) or ``allow``."""
-    return "deny" if record.get("decision") == "deny" else "allow"
 
 
 def answer_warnings(record: Mapping[str, Any]) -> list[str]:
@@ -50,6 +45,9 @@ def answer_warnings(record: Mapping[str, Any]) -> list[str]:
     return warnings
 
 
+COUNTS = ("calls", "failed", "counted_allow", "counted_deny")
+
+
 def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     """The summary of ``hook.executed`` records: counts, handlers, first failed and warned calls."""
     handlers: dict[tuple[str, str], HandlerTally] = {}
@@ -57,56 +55,33 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     warned: list[dict[str, object]] = []
     for record in executions:
         key = (str(record.get("handler_type") or ""), str(record.get("handler") or ""))
+        fresh = {"handler": key[1], "handler_type": key[0], **dict.fromkeys(COUNTS, 0)}
         entry = handlers.setdefault(
-            key,
-            {
-                "handler": key[1],
-                "handler_type": key[0],
-                "calls": 0,
-                "failed": 0,
-                "counted_allow": 0,
-                "counted_deny": 0,
-                "first_error": None,
-                "fix": None,
-            },
+            key, cast(HandlerTally, fresh | {"first_error": None, "fix": None})
         )
         entry["calls"] += 1
-        call: dict[str, object] = {
-            "run_id": record.get("run_id"),
-            "event": record.get("hook_event"),
-            "hook_index": record.get("hook_index"),
-            "handler": key[1],
-            "handler_type": key[0],
-        }
+        call = {"run_id": record.get("run_id"), "event": record.get("hook_event")}
+        call |= {"hook_index": record.get("hook_index"), "handler": key[1], "handler_type": key[0]}
         warned += [{**call, "warning": short(w, ERROR_CHARS)} for w in answer_warnings(record)]
         if not (error := record.get("error")):
             continue
-        how = counted_as(record)
+        how = "deny" if record.get("decision") == "deny" else "allow"  # fail-closed on a gate
         entry["failed"] += 1
         entry["counted_deny" if how == "deny" else "counted_allow"] += 1
+        text = short(str(error), ERROR_CHARS)
         if entry["first_error"] is None:
-            entry["first_error"] = short(str(error), ERROR_CHARS)
-            entry["fix"] = likely_fix(str(error))
+            entry["first_error"], entry["fix"] = text, likely_fix(str(error))
         data = (record.get("payload") or {}).get("data") or {}
-        failures.append(
-            {
-                **call,
-                "tool": data.get("tool") if isinstance(data, dict) else None,
-                "error": short(str(error), ERROR_CHARS),
-                "counted_as": how,
-                "async": bool(record.get("async")),
-            }
-        )
-    return {
-        "calls": len(executions),
-        "failed": sum(entry["failed"] for entry in handlers.values()),
-        "counted_allow": sum(entry["counted_allow"] for entry in handlers.values()),
-        "counted_deny": sum(entry["counted_deny"] for entry in handlers.values()),
-        "handlers": list(handlers.values()),
-        "failures": failures[:FAILURES_SHOWN],
-        "warned": len(warned),
-        "warnings": warned[:FAILURES_SHOWN],
-    }
+        tool = data.get("tool") if isinstance(data, dict) else None
+        failures.append({**call, "tool": tool, "error": text})
+        failures[-1] |= {"counted_as": how, "async": bool(record.get("async"))}
+    totals = {k: sum(e[k] for e in handlers.values()) for k in COUNTS[1:]}  # type: ignore[literal-required]
+    return cast(
+        HookSummary,
+        {"calls": len(executions), **totals, "handlers": list(handlers.values())}
+        | {"failures": failures[:FAILURES_SHOWN], "warned": len(warned)}
+        | {"warnings": warned[:FAILURES_SHOWN]},
+    )
 
 
 def run_hook_summary(store: Store, run_id: str) -> HookSummary:
