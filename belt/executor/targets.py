@@ -6,13 +6,10 @@ of the tool is an outcome, never an exception.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
+import functools
 import json
 import shlex
-import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +21,7 @@ from belt.errors import BeltError, UsageError
 from belt.executor.inbox import ToolOutcome
 from belt.executor.process import run_bounded
 from belt.reading.strictjson import StrictJSONError, check_value, decode
-from belt.usercode.loader import asks_for, load_callable
+from belt.usercode.loader import asks_for, call_user, in_thread, load_callable
 from belt.wire.nexus import HookTaskInput
 from belt.wire.validate import check_webhook_url, model_problems
 
@@ -52,34 +49,41 @@ class Target:
             return run_command(self.spec, task_input, timeout, mark=mark)
         if self.kind == "http":
             return post_input(self.spec, task_input, timeout)
+        assert self.func is not None, "a py: target is called once loaded"
         return call_function(self.func, task_input, timeout)
+
+
+SHAPE = "cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
+UNKNOWN = f"expected {SHAPE}"
+
+
+def target_problem(target: str) -> str | None:
+    """Why TARGET is not ``SHAPE`` (``UNKNOWN``: none of its kinds), or None; nothing is loaded."""
+    if target.startswith("cmd:"):
+        return None if target[len("cmd:") :].strip() else "cmd: needs a command"
+    if target.startswith("py:"):
+        module, sep, func = target[len("py:") :].partition(":")
+        return None if sep and module and func else "py: needs MODULE:FUNC"
+    if target.startswith(("http://", "https://")):
+        return f"the URL {reason}" if (reason := check_webhook_url(target)) else None
+    return UNKNOWN
 
 
 def parse_tool(spec: str, *, load: bool = True) -> Target:
     """Parse ``NAME=TARGET`` (exit 2 if malformed); a ``py:`` function is imported if ``load``."""
     name, sep, target = spec.partition("=")
-    name = name.strip()
-    shape = "NAME=TARGET, TARGET being cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
-    if not sep or not name or not target:
-        raise UsageError(f"--tool {spec!r}: expected {shape}")
+    name, problem = name.strip(), target_problem(target)
+    if not sep or not name or problem == UNKNOWN:
+        raise UsageError(f"--tool {spec!r}: expected NAME=TARGET, TARGET being {SHAPE}")
+    url = target.startswith("http")
+    if problem:  # a URL may hold credentials: its tool is named by its name alone
+        raise UsageError(f"--tool {name if url else repr(spec)}: {problem}")
     if target.startswith("cmd:"):
-        if not (command := target[len("cmd:") :].strip()):
-            raise UsageError(f"--tool {spec!r}: cmd: needs a command")
-        return Target(name, "cmd", command)
-    if target.startswith("py:"):
-        ref = target[len("py:") :]
-        module, sep, attribute = ref.partition(":")
-        with suppress(UsageError):
-            if load:
-                return Target(name, "py", ref, load_callable(ref, option=f"--tool {name}"))
-            if sep and module and attribute:
-                return Target(name, "py", ref)
-        raise UsageError(f"--tool {spec!r}: py: needs MODULE:FUNC")
-    if target.startswith(("http://", "https://")):
-        if reason := check_webhook_url(target):
-            raise UsageError(f"--tool {name}: the URL {reason}")
+        return Target(name, "cmd", target[len("cmd:") :].strip())
+    if url:
         return Target(name, "http", target)
-    raise UsageError(f"--tool {spec!r}: expected {shape}")
+    ref = target[len("py:") :]
+    return Target(name, "py", ref, load_callable(ref, option=f"--tool {name}") if load else None)
 
 
 def parse_tools(specs: Iterable[str], *, load: bool = True) -> dict[str, Target]:
@@ -153,19 +157,11 @@ def post_input(url: str, task_input: Input, timeout: float) -> ToolOutcome:
     return _decode(raw, f"the body from {host}")
 
 
-def call_function(
-    func: Callable[..., Any] | None, task_input: Input, timeout: float
-) -> ToolOutcome:
+def call_function(func: Callable[..., Any], task_input: Input, timeout: float) -> ToolOutcome:
     """``called`` in a thread of its own, waited for up to ``timeout`` (then left behind)."""
-    if func is None:
-        return ToolOutcome(failure="no function to call")
-    outcome: list[ToolOutcome] = []
-    thread = threading.Thread(
-        target=lambda: outcome.append(called(func, task_input)), name="belt-py-tool", daemon=True
-    )
-    thread.start()
-    thread.join(max(timeout, 0.001))
-    return outcome[0] if outcome else ToolOutcome(timed_out=True)
+    call = functools.partial(called, func, task_input)
+    outcome = in_thread(call, max(timeout, 0.001), name="belt-py-tool")
+    return ToolOutcome(timed_out=True) if outcome is None else outcome[1]
 
 
 def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
@@ -178,9 +174,8 @@ def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
             problems = "; ".join(model_problems(exc))
             return ToolOutcome(failure=f"the input is not a HookTaskInput: {problems}")
     try:
-        if inspect.isawaitable(result := func(argument)):
-            result = asyncio.run(_awaited(result))
-    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        result = call_user(func, argument)
+    except BaseException as exc:  # the tool's failure, whatever it is, is its outcome
         return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
     try:
         check_value(result)
@@ -188,10 +183,6 @@ def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
     except (StrictJSONError, TypeError, ValueError) as exc:
         return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {exc}")
     return ToolOutcome(result=result)
-
-
-async def _awaited(value: Awaitable[Any]) -> Any:
-    return await value
 
 
 def call_here(reference: str, task_input: Input, *, option: str) -> ToolOutcome:

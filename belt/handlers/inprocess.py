@@ -10,7 +10,6 @@ an exception, or an answer that is not a response, as a webhook's HTTP 500 does.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import select
@@ -30,6 +29,7 @@ from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, checked_answ
 from belt.reading.strictjson import StrictJSONError, check_value
 from belt.usercode.loader import (
     asks_for,
+    call_user,
     find_named_file,
     is_file_reference,
     load_callable,
@@ -146,19 +146,9 @@ class _Call:
     def run(self) -> None:
         """Call the handler; keep what it returned or raised."""
         try:
-            value = self.func(self.argument)
-            if inspect.isawaitable(value):
-                # Start-up: only an async handler needs the event loop.
-                import asyncio  # noqa: PLC0415 - an async handler only
-
-                value = asyncio.run(_awaited(value))
-            self.value = value
+            self.value = call_user(self.func, self.argument)
         except BaseException as exc:  # a handler's failure, whatever it is, is its answer
             self.error = exc
-
-
-async def _awaited(value: Any) -> Any:
-    return await value
 
 
 _GO = b"c"  # hands a worker its ``call``, and answers it; any other byte stops the worker

@@ -18,7 +18,7 @@ import inspect
 import os
 import sys
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,6 +276,20 @@ def _import_file(path: Path, option: str) -> Any:
             raise
         raise InvalidInput(f"{option}: importing {path} failed: {exc}") from exc
     return module
+
+
+def call_user(func: Callable[..., Any], argument: Any) -> Any:
+    """``func(argument)``, an awaitable it returns run to its end in an event loop of its own."""
+    value = func(argument)
+    if inspect.isawaitable(value):
+        import asyncio  # noqa: PLC0415 - start-up: an async handler only
+
+        value = asyncio.run(_awaited(value))
+    return value
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 def asks_for(func: Callable[..., Any], model: type) -> bool:

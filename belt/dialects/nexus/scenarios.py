@@ -27,10 +27,11 @@ from belt.engine.scenario import (
     validated,
 )
 from belt.errors import InvalidInput
+from belt.executor.targets import target_problem
 from belt.handlers.inprocess import locate_handler
 from belt.records.profile import stored_lifecycle_hooks
 from belt.wire.enums import Dialect
-from belt.wire.validate import IN_PROCESS_PREFIX, Findings, check_nexus_profile, check_webhook_url
+from belt.wire.validate import IN_PROCESS_PREFIX, Findings, check_nexus_profile
 
 
 class NexusAgentSpec(_Strict):
@@ -169,7 +170,7 @@ def load_nexus_scenario(
     problems += nexus_turn_problems(scenario)
     check_resolutions([t.resolve for t in scenario.turns], "nexus", findings)
     for name, target in scenario.executors.items():
-        if problem := executor_problem(name, target):
+        if problem := "a tool name is needed" if not name.strip() else target_problem(target):
             findings.error(f"executors.{name}", problem)
     problems += findings.problems
     refuse(source, problems)
@@ -212,21 +213,6 @@ def declares_hooks(scenario: NexusScenario) -> bool:
     """True when the scenario's or a turn's profile has a ``lifecycle_hooks`` key (even ``{}``)."""
     profiles = [scenario.profile, *(turn.profile for turn in scenario.turns)]
     return any(profile is not None and "lifecycle_hooks" in profile for profile in profiles)
-
-
-def executor_problem(name: str, target: str) -> str | None:
-    """Why ``executors.NAME = TARGET`` cannot serve hook tasks, or None (nothing is loaded)."""
-    if not name.strip():
-        return "a tool name is needed"
-    if target.startswith("cmd:"):
-        return None if target[len("cmd:") :].strip() else "cmd: needs a command"
-    if target.startswith("py:"):
-        module, sep, func = target[len("py:") :].partition(":")
-        return None if sep and module and func else "py: needs MODULE:FUNC"
-    if target.startswith(("http://", "https://")):
-        reason = check_webhook_url(target)
-        return f"the URL {reason}" if reason else None
-    return "expected cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
 
 
 def profile_with_hooks_file(
