@@ -61,16 +61,13 @@ class Subject:
 
 
 def _events(wanted: list[str], known: tuple[str, ...], what: str) -> list[str]:
-    if not wanted:
-        return list(known)
-    for event in wanted:
-        if event not in known:
-            raise InvalidInput(
-                f"--event {event!r}: not {what} (expected one of {', '.join(known)})"
-                f"{did_you_mean(event, known)}",
-                where="--event",
-            )
-    return [event for event in known if event in wanted]
+    if unknown := [event for event in wanted if event not in known]:
+        raise InvalidInput(
+            f"--event {unknown[0]!r}: not {what} (expected one of {', '.join(known)})"
+            f"{did_you_mean(unknown[0], known)}",
+            where="--event",
+        )
+    return [event for event in known if not wanted or event in wanted]
 
 
 def subjects_for(
@@ -136,9 +133,7 @@ def _from_file(
             route = route_for(routes, url)
             destination = url if route is None else route.destination(url)
             seconds = timeout or float(hook.effective_timeout())
-            subjects.append(
-                Subject(event, destination, seconds, declared_async=hook.runs_async, declared=url)
-            )
+            subjects.append(Subject(event, destination, seconds, hook.runs_async, declared=url))
         if events and not subjects:
             raise InvalidInput(f"{path}: no webhook hook on {', '.join(events)}")
         return subjects, notes
