@@ -107,10 +107,9 @@ def examine(paths: list[Path], store: Store) -> Examined:
         if stop is not None and stop.max_continuations == 0:
             traps.append(trap(found.path, "lifecycle_hooks.stop", "stop-never-continues"))
         declared.extend((found.path, where, hook) for where, hook in placed)
-    delivered = Deliveries.read(store)
-    if delivered.any:
+    if delivered := deliveries(store):
         traps.extend(never_delivered(declared, delivered))
-    return Examined([str(p) for p in paths], traps, invalid, delivered.any)
+    return Examined([str(p) for p in paths], traps, invalid, bool(delivered))
 
 
 def read_declared(path: Path, dialect: Dialect | None = None) -> Declaration:
@@ -263,48 +262,34 @@ def handler_traps(
 
 # Where a webhook delivery went: host (loopback names as one), port (None: default) and path.
 WebhookKey = tuple[str, int | None, str]
+# The deliveries on record: (event, type, label), or (event, key) for a webhook.
+Delivered = set[tuple[str, str, str] | tuple[str, WebhookKey]]
 
 
-@dataclass
-class Deliveries:
-    """The hook deliveries on record: (event, type, label), or (event, key) for webhooks."""
-
-    hooks: set[tuple[str, str, str]]
-    webhooks: set[tuple[str, WebhookKey]]
-
-    @property
-    def any(self) -> bool:
-        """True when anything at all was delivered."""
-        return bool(self.hooks or self.webhooks)
-
-    @classmethod
-    def read(cls, store: Store) -> Deliveries:
-        """Every delivery the store holds (a damaged log is skipped: this is only a hint)."""
-        hooks: set[tuple[str, str, str]] = set()
-        webhooks: set[tuple[str, WebhookKey]] = set()
-        url_of = _hook_urls(store)
-        for run_id in store.list_ids(RUN):
-            for record in _records(store, EVENTS_LOG, run_id):
-                if record.get("type") != "hook.executed":
-                    continue
-                event, kind = str(record.get("hook_event")), str(record.get("handler_type"))
-                label = str(record.get("handler"))
-                if kind != HookHandlerType.WEBHOOK or is_in_process(label):
-                    hooks.add((event, kind, label))
-                    continue
-                url = url_of(run_id, record.get("hook_index"))
-                key = webhook_key(url) if url and handler_label(kind, url) == label else None
-                if key is not None:
-                    webhooks.add((event, key))
-        for line in _records(store, JOURNAL, SERVE):
-            headers, route = line.get("headers"), line.get("route")
-            host = headers.get("host") if isinstance(headers, dict) else None
-            if line.get("kind") != "hook" or not line.get("event") or not isinstance(route, str):
+def deliveries(store: Store) -> Delivered:
+    """The hook deliveries on record (a damaged log is skipped: this is only a hint)."""
+    found: Delivered = set()
+    url_of = _hook_urls(store)
+    for run_id in store.list_ids(RUN):
+        for record in _records(store, EVENTS_LOG, run_id):
+            if record.get("type") != "hook.executed":
                 continue
-            key = webhook_key(f"//{host}", route) if isinstance(host, str) and host else None
-            if key is not None:
-                webhooks.add((str(line.get("event")), key))
-        return cls(hooks, webhooks)
+            event, kind = str(record.get("hook_event")), str(record.get("handler_type"))
+            label = str(record.get("handler"))
+            index = record.get("hook_index")
+            url = url_of(run_id).get(index) if type(index) is int else None
+            if kind != HookHandlerType.WEBHOOK or is_in_process(label):
+                found.add((event, kind, label))
+            elif url and handler_label(kind, url) == label and (key := webhook_key(url)):
+                found.add((event, key))
+    for line in _records(store, JOURNAL, SERVE):
+        headers, route = line.get("headers"), line.get("route")
+        host = headers.get("host") if isinstance(headers, dict) else None
+        if line.get("kind") != "hook" or not line.get("event") or not isinstance(route, str):
+            continue
+        if isinstance(host, str) and host and (key := webhook_key(f"//{host}", route)):
+            found.add((str(line.get("event")), key))
+    return found
 
 
 def webhook_key(url: str, route: str | None = None) -> WebhookKey | None:
@@ -322,25 +307,20 @@ def webhook_key(url: str, route: str | None = None) -> WebhookKey | None:
     return (name, None if port in defaults else port, path or "/")
 
 
-def _hook_urls(store: Store) -> Callable[[str, Any], str | None]:
-    """The full URL of a run's hook by its index, from its simulation's record of its hooks."""
+def _hook_urls(store: Store) -> Callable[[str], dict[int, str]]:
+    """A run's hook URLs by index, from its simulation's record of its hooks."""
 
     @functools.cache
-    def hooks_of(run_id: str) -> list[object]:
+    def urls(run_id: str) -> dict[int, str]:
         with suppress(BeltError):
             sim_id = store.read(RUN, run_id).get("sim_id")
             hooks = read_hooks(store, sim_id).get("hooks") if isinstance(sim_id, str) else None
-            return hooks if isinstance(hooks, list) else []
-        return []
+            listed = enumerate(hooks if isinstance(hooks, list) else [])
+            pairs = ((i, h.get("handler") if isinstance(h, dict) else None) for i, h in listed)
+            return {i: url for i, url in pairs if isinstance(url, str)}
+        return {}
 
-    def url(run_id: str, index: Any) -> str | None:
-        hooks = hooks_of(run_id)
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(hooks):
-            return None
-        handler = hook.get("handler") if isinstance(hook := hooks[index], dict) else None
-        return handler if isinstance(handler, str) else None
-
-    return url
+    return urls
 
 
 def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:
@@ -350,15 +330,14 @@ def _records(store: Store, log: str, id: str) -> Iterable[dict[str, object]]:
 
 
 def never_delivered(
-    declared: list[tuple[str, str, LifecycleHookConfig]], delivered: Deliveries
+    declared: list[tuple[str, str, LifecycleHookConfig]], delivered: Delivered
 ) -> Iterator[Trap]:
     """The declared hooks no run fired and no ``belt serve`` was sent (a webhook: to its URL)."""
     for source, where, hook in declared:
         event, kind, handler = hook.event.value, hook.type.value, hook.handler
         if kind == HookHandlerType.WEBHOOK and handler and not is_in_process(handler):
-            key = webhook_key(handler)
-            if key is not None and (event, key) in delivered.webhooks:
-                continue
-        elif (event, kind, handler_label(hook.type, handler)) in delivered.hooks:
-            continue
-        yield trap(source, where, "never-delivered", kind=kind, event=event)
+            seen: tuple[object, ...] = (event, webhook_key(handler))  # a None key: never delivered
+        else:
+            seen = (event, kind, handler_label(hook.type, handler))
+        if seen not in delivered:
+            yield trap(source, where, "never-delivered", kind=kind, event=event)
