@@ -147,8 +147,7 @@ class Platform:
 
     def list_interrupts(self, *, run_id: str, include_settled: bool = False) -> list[InterruptJSON]:
         """``GET /agent-runs/{run_id}/interrupts``: the pending ones, or all."""
-        check_id(run_id, what="run id")
-        path = f"/agent-runs/{run_id}/interrupts"
+        path = f"/agent-runs/{check_id(run_id, what='run id')}/interrupts"
         data = self.request("GET", path)
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
             raise self._shape(path, "something other than a list of interrupts")
@@ -213,9 +212,8 @@ class Platform:
         by: Settlement | None = None,
     ) -> InterruptJSON:
         """``POST /interrupts/{id}/resolve``; ``by`` goes to ``belt serve`` only."""
-        check_id(interrupt_id, what="interrupt id")
         body: dict[str, object] = {"decision": decision, **({} if data is None else {"data": data})}
-        path = f"/interrupts/{interrupt_id}/resolve"
+        path = f"/interrupts/{check_id(interrupt_id, what='interrupt id')}/resolve"
         if by is not None and self.batch_atomic():
             path, body["by"] = f"/_belt{path}", by
         try:
@@ -242,9 +240,8 @@ class Platform:
         self, *, ids: Sequence[str], digest: str, decision: str, data: Any = None
     ) -> BatchResult:
         """``POST /_belt/interrupts/batch``: the gates settled all or none."""
-        for interrupt_id in ids:
-            check_id(interrupt_id, what="interrupt id")
-        body = {"ids": list(ids), "digest": digest, "decision": decision}
+        checked = [check_id(interrupt_id, what="interrupt id") for interrupt_id in ids]
+        body = {"ids": checked, "digest": digest, "decision": decision}
         body |= {} if data is None else {"data": data}
         result = self.request("POST", BATCH_PATH, body=body)
         if not isinstance(result, dict) or not isinstance(result.get("resolved"), list):
