@@ -303,10 +303,13 @@ class ScenarioRunner:
             if isinstance(scenario, dict):
                 document: Any = copy.deepcopy(scenario)
                 source, directory = self.name, self.directory
+                safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name.removesuffix(" (scenario)"))
+                snapshot_file = self.directory / SNAPSHOTS / f"{safe[:100]}.json"
             else:
                 scenario = find_file(scenario, self.directory, 'belt_scenario("{}")')
                 document = read_document(scenario, kind="scenario")
                 source, directory = str(scenario), scenario.parent
+                snapshot_file = snapshot_path(scenario)
             if hooks_file is not None:
                 spelling = 'belt_scenario(..., hooks_file="{}")'
                 hooks_file = find_file(hooks_file, self.directory, spelling)
@@ -330,11 +333,6 @@ class ScenarioRunner:
         result = self.isolated(running) if self.isolate else running()
         if result.status == "error":
             pytest.fail(f"the scenario could not run: {result.error}", pytrace=False)
-        if isinstance(scenario, dict):
-            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name.removesuffix(" (scenario)"))
-            snapshot_file = self.directory / SNAPSHOTS / f"{safe[:100]}.json"
-        else:
-            snapshot_file = snapshot_path(Path(scenario))
         run = ScenarioRun(
             result,
             virtual_clock=on_virtual_clock(result.report or {}, document),
