@@ -6,17 +6,15 @@ Whatever a command does, it costs belt at most its deadline (one clock for the w
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+
+from belt.usercode.supervisor import dies_with
 
 STDERR_KEEP = 4096  # bytes of the end of stderr kept to say why a command failed
 CHUNK = 65536
@@ -56,7 +54,7 @@ def run_bounded(
         stderr=subprocess.PIPE,
         start_new_session=True,
         env=env,
-        preexec_fn=None if mark is None else _dies_with(os.getpid()),
+        preexec_fn=None if mark is None else dies_with(os.getpid()),
     )
     assert process.stdin and process.stdout and process.stderr
     stdout, stderr = bytearray(), bytearray()
@@ -113,32 +111,6 @@ def run_bounded(
             stream.close()
         if process.returncode is None:
             process.wait()
-
-
-PR_SET_PDEATHSIG = 1
-
-
-@functools.cache
-def _prctl() -> Callable[..., int] | None:
-    """Linux's prctl(2), found before any fork; None elsewhere."""
-    prctl: Callable[..., int] | None = None
-    with suppress(OSError, AttributeError):
-        if sys.platform.startswith("linux"):
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-    return prctl
-
-
-def _dies_with(parent: int) -> Callable[[], None] | None:
-    """What a child runs first: SIGKILL when its parent thread dies, at once if it already has."""
-    if (prctl := _prctl()) is None:
-        return None
-
-    def request() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return request
 
 
 def stop_marked(name: str, value: str) -> int:

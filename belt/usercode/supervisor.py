@@ -27,7 +27,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from belt.errors import BeltError, Conflict, InvalidInput, NotFound, Unreachable, UsageError
 from belt.usercode import loader
@@ -694,7 +694,8 @@ def _serve(supervisor: Supervisor, tasks: int, results: int, seat: int, parent: 
 def _become_child(parent: int) -> None:
     """In a child: ignore Ctrl-C, die with ``parent``, read /dev/null, write stdout to stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _dies_with(parent)
+    if (request := dies_with(parent)) is not None:
+        request()
     with contextlib.suppress(OSError):
         fd = os.open(os.devnull, os.O_RDONLY)
         if fd != 0:
@@ -705,14 +706,27 @@ def _become_child(parent: int) -> None:
         os.dup2(2, 1)
 
 
-def _dies_with(parent: int) -> None:
-    """Linux: this process is killed when ``parent`` ends (at once if it has)."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(0)
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """Linux's prctl(2), found before any fork (a ``preexec_fn`` must not load it); else None."""
+    with contextlib.suppress(OSError, AttributeError):
+        if sys.platform.startswith("linux"):
+            return cast("Callable[..., int]", ctypes.CDLL(None, use_errno=True).prctl)
+    return None
+
+
+def dies_with(parent: int) -> Callable[[], None] | None:
+    """What a child runs first: SIGKILL when its parent thread dies, at once if it already has
+    (Linux; None elsewhere)."""
+    if (prctl := _prctl()) is None:
+        return None
+
+    def request() -> None:
+        prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return request
 
 
 # -- small parts ------------------------------------------------------------------------------
