@@ -9,6 +9,7 @@ import typer
 
 from belt.cli.options import argument, finite, option
 from belt.display import output
+from belt.reading.inputs import read_json_object_option as read_object
 
 if TYPE_CHECKING:
     from belt.deliveries.trigger import TriggerReport
@@ -84,7 +85,6 @@ def trigger(
         belt trigger agent.tool_call --to py:hooks.py:guard --set data.arguments='{"command": "ls"}'
     """
     from belt.deliveries import trigger as delivery  # start-up: httpx
-    from belt.reading.inputs import read_json_object_option as read
 
     if to is None:
         serve, others = delivery.running_serve()
@@ -94,8 +94,8 @@ def trigger(
     report = delivery.trigger(
         event,
         to=to,
-        data=read(data, option="--data") if data is not None else None,
-        payload=read(payload, option="--payload") if payload is not None else None,
+        data=read_object(data, option="--data") if data is not None else None,
+        payload=read_object(payload, option="--payload") if payload is not None else None,
         sets=set_ or [],
         unsets=unset or [],
         secret=secret,
