@@ -121,17 +121,19 @@ IN_PROCESS_PREFIX = "py:"
 POLICY_PREFIX = "policy:"
 
 
-def _refused_extension(handler: str, what: str) -> str:
-    return (
-        f"{handler!r} is {what}, a belt extension for scenarios (belt test, belt sim run); the "
-        "platform refuses it: a webhook handler is an absolute http(s) URL"
-    )
-
-
 def in_process_problem(handler: str, *, allowed: bool) -> str | None:
-    """Why a ``py:`` webhook handler cannot be used here, or None when it can."""
+    """Why a ``py:`` or ``policy:`` webhook handler cannot be used here, or None when it can."""
+    policy = handler.startswith(POLICY_PREFIX)
     if not allowed:
-        return _refused_extension(handler, "an in-process handler")
+        what = "a policy file as a handler" if policy else "an in-process handler"
+        return (
+            f"{handler!r} is {what}, a belt extension for scenarios (belt test, belt sim run); the "
+            "platform refuses it: a webhook handler is an absolute http(s) URL"
+        )
+    if policy:
+        if handler[len(POLICY_PREFIX) :].strip():
+            return None
+        return f"{handler!r}: a policy handler is policy:FILE (e.g. policy:policy.toml)"
     module, sep, func = handler[len(IN_PROCESS_PREFIX) :].partition(":")
     if not sep or not module.strip() or not func.strip():
         return f"{handler!r}: an in-process handler is py:MODULE:FUNC (e.g. py:hooks.py:decide)"
@@ -197,16 +199,10 @@ def _check_handler(
     elif not isinstance(handler, str):
         findings.error(hpath, f"must be a string, got {describe(handler)}")
     elif kind == HookHandlerType.WEBHOOK:
-        if handler.startswith(IN_PROCESS_PREFIX):
+        if handler.startswith((IN_PROCESS_PREFIX, POLICY_PREFIX)):
             reason = in_process_problem(handler, allowed=in_process)
-        elif not handler.startswith(POLICY_PREFIX):
-            reason = check_webhook_url(handler)
-        elif not in_process:
-            reason = _refused_extension(handler, "a policy file as a handler")
-        elif not handler[len(POLICY_PREFIX) :].strip():
-            reason = f"{handler!r}: a policy handler is policy:FILE (e.g. policy:policy.toml)"
         else:
-            reason = None
+            reason = check_webhook_url(handler)
         if reason:
             findings.error(hpath, reason)
     elif kind == HookHandlerType.TASK:
@@ -285,20 +281,17 @@ def check_nexus_hooks(
             findings.error(f"{path}.tool", "is required (the executor tool to run)")
         elif not isinstance(tool, str) or not tool.strip():
             findings.error(f"{path}.tool", "must be a nonblank string")
-        timeout, tpath = entry.get("timeout_ms"), f"{path}.timeout_ms"
-        if timeout is None:
-            findings.error(tpath, f"is required (1 through {TIMEOUT_MS_MAX})")
-        elif not is_int(timeout) or not 1 <= timeout <= TIMEOUT_MS_MAX:
-            findings.error(tpath, f"{timeout!r} must be a whole number 1 through {TIMEOUT_MS_MAX}")
-        cont, cpath = entry.get("max_continuations"), f"{path}.max_continuations"
-        if event != NexusEvent.STOP:
-            if "max_continuations" in entry:
-                findings.error(cpath, "is only allowed on stop")
-        elif cont is None:
-            findings.error(cpath, f"is required on stop (0 through {MAX_CONTINUATIONS_MAX})")
-        elif not is_int(cont) or not 0 <= cont <= MAX_CONTINUATIONS_MAX:
-            most = MAX_CONTINUATIONS_MAX
-            findings.error(cpath, f"{cont!r} must be a whole number 0 through {most}")
+        limits = {"timeout_ms": ("", 1, TIMEOUT_MS_MAX)}
+        if event == NexusEvent.STOP:
+            limits["max_continuations"] = (" on stop", 0, MAX_CONTINUATIONS_MAX)
+        for key, (where, low, high) in limits.items():
+            value, at = entry.get(key), f"{path}.{key}"
+            if value is None:
+                findings.error(at, f"is required{where} ({low} through {high})")
+            elif not is_int(value) or not low <= value <= high:
+                findings.error(at, f"{value!r} must be a whole number {low} through {high}")
+        if event != NexusEvent.STOP and "max_continuations" in entry:
+            findings.error(f"{path}.max_continuations", "is only allowed on stop")
     return findings, LifecycleHooks.model_validate(raw) if findings.ok else None
 
 
