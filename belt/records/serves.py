@@ -21,7 +21,6 @@ from belt.records.leases import is_alive
 from belt.store.files import UnsafeFile, read_bytes
 from belt.store.shapes import derive, fits
 
-SERVES = "serves"
 DEFAULT_PORT = 8787
 CONNECT_TIMEOUT = 1.0
 """Seconds a serve's port has to take a connection before its file is taken as stale."""
@@ -91,7 +90,7 @@ def reachable_host(host: str) -> str:
 
 def serves_dir(*, create: bool = True) -> Path:
     """The directory of the running-serve files (made unless not ``create``)."""
-    return state_dir(create=create) / SERVES
+    return state_dir(create=create) / "serves"
 
 
 def announce(record: ServeFile) -> Path:
@@ -152,17 +151,16 @@ def _is_address(host: str) -> bool:
     return True
 
 
-def answers(serve: Serve, timeout: float = CONNECT_TIMEOUT) -> bool:
-    """True when the serve's port takes a connection within ``timeout`` seconds."""
-    host = reachable_host(serve.record["host"])
-    with suppress(OSError), socket.create_connection((host, serve.record["port"]), timeout=timeout):
-        return True
-    return False
-
-
 def running() -> list[Serve]:
     """This user's serves whose process lives and whose port takes a connection, newest first."""
-    return [serve for serve in recorded() if is_alive(serve.pid) and answers(serve)]
+    return [serve for serve in recorded() if is_alive(serve.pid) and _answers(serve)]
+
+
+def _answers(serve: Serve) -> bool:
+    address = (reachable_host(serve.record["host"]), serve.record["port"])
+    with suppress(OSError), socket.create_connection(address, timeout=CONNECT_TIMEOUT):
+        return True
+    return False
 
 
 def recorded_at(address: str) -> Serve | None:

@@ -82,17 +82,6 @@ SHUTDOWN_GRACE = 1.0
 """Seconds the requests still open at a stop get to end before they are cut off (``--grace``)."""
 
 
-def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
-    """How the start-up line names what decides hooks (a forwarding URL by its host only)."""
-    if policy is not None:
-        return f"policy {policy}"
-    if handler is not None:
-        return f"handler {handler}"
-    if forward_to is not None:
-        return f"forwarding to {url_host(forward_to)}"
-    return "allow all"
-
-
 def serve(
     *,
     host: str,
@@ -192,7 +181,13 @@ def serve(
     url = f"http://{serves.bracketed(host)}:{bound_port}"
     answering = [] if token else hosts  # answered without a token
     extras = [
-        decider_label(policy, handler, forward_to),
+        f"policy {policy}"
+        if policy is not None
+        else f"handler {handler}"
+        if handler is not None
+        else f"forwarding to {url_host(forward_to)}"  # a forwarding URL by its host only
+        if forward_to is not None
+        else "allow all",
         secret and "signed requests only",
         token and "bearer token required",
         answering and f"also answering {', '.join(answering)}",
