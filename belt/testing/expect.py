@@ -480,11 +480,8 @@ def _text(message: Message) -> str:
 
 def row_fields(message: Message) -> dict[str, Any]:
     """A transcript row as the fields a ``row`` expectation names."""
-    fields: dict[str, Any] = {
-        "role": message.get("role"),
-        "text": _text(message),
-        "status": message.get("status"),
-    }
+    fields: dict[str, Any] = {"role": message.get("role"), "text": _text(message)}
+    fields["status"] = message.get("status")
     for block in message.get("content") or []:
         event = (block.get("event") if isinstance(block, dict) else None) or {}
         kind = event.get("type")
@@ -506,10 +503,10 @@ def row_fields(message: Message) -> dict[str, Any]:
 
 def _row_text(message: Message) -> str:
     fields = row_fields(message)
-    extra = [f"{k}={short(fields[k], 40)}" for k in ROW_FIELDS[3:] if fields.get(k) is not None]
-    return f"{fields['role']}: {short(fields['text'], 60)!r}" + (
-        f" ({', '.join(extra)})" if extra else ""
+    extra = ", ".join(
+        f"{k}={short(v, 40)}" for k in ROW_FIELDS[3:] if (v := fields.get(k)) is not None
     )
+    return f"{fields['role']}: {short(fields['text'], 60)!r}" + (f" ({extra})" if extra else "")
 
 
 def evaluate(expectations: list[Expectation], report: SimReport) -> list[Outcome]:
