@@ -29,7 +29,6 @@ STDIN = "<stdin>"
 class Configured:
     """What ``rho extensions configure`` stored, and where (a file, or a profile API's host)."""
 
-    extension: str
     file: Path | None
     configuration: dict[str, Any]
     api: str | None = None
@@ -37,14 +36,14 @@ class Configured:
     def summary(self) -> dict[str, object]:
         """A JSON-ready report."""
         where: dict[str, object] = {"api": self.api} if self.api else {"file": str(self.file)}
-        return {"extension": self.extension, **where, "configuration": self.configuration}
+        return {"extension": RHO_PLUGIN, **where, "configuration": self.configuration}
 
     @property
     def location(self) -> str:
         """Where the configuration was stored, for a person."""
         if self.api:
             return f"the profile at {self.api} (lifecycle_hooks of {PROFILE_PATH})"
-        return f'plugins["{self.extension}"].configuration in {self.file}'
+        return f'plugins["{RHO_PLUGIN}"].configuration in {self.file}'
 
 
 def read_input(file: Path | None) -> tuple[str, str]:
@@ -79,23 +78,21 @@ def configure_lifecycle_hooks(*, file: Path | None = None, api: str | None = Non
 
     path = rho_config_path(create=True)
     config = read_rho_config(path)
-    plugins = config.setdefault("plugins", {})
-    if not isinstance(plugins, dict):
-        raise InvalidInput(f"{path}: plugins: expected an object", hint="fix or remove the file")
-    entry = plugins.setdefault(RHO_PLUGIN, {})
-    if not isinstance(entry, dict):
-        raise InvalidInput(
-            f'{path}: plugins["{RHO_PLUGIN}"]: expected an object', hint="fix or remove the file"
-        )
+    entry: Any = config
+    for key, where in (("plugins", "plugins"), (RHO_PLUGIN, f'plugins["{RHO_PLUGIN}"]')):
+        if not isinstance(entry := entry.setdefault(key, {}), dict):
+            raise InvalidInput(
+                f"{path}: {where}: expected an object", hint="fix or remove the file"
+            )
     entry["configuration"] = configuration
     write_private(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-    return Configured(RHO_PLUGIN, path, configuration)
+    return Configured(path, configuration)
 
 
 def show_lifecycle_hooks() -> Configured:
     """What rho's config file holds for the extension (``{}`` when nothing is stored)."""
     stored = stored_lifecycle_hooks()
-    return Configured(RHO_PLUGIN, stored.file, stored.configuration)
+    return Configured(stored.file, stored.configuration)
 
 
 def configure_through_api(api: str, configuration: dict[str, object]) -> Configured:
@@ -109,4 +106,4 @@ def configure_through_api(api: str, configuration: dict[str, object]) -> Configu
         declaration["lifecycle_hooks"] = configuration
         stored = backend.put_profile(declaration)
     hooks = stored.get("lifecycle_hooks")
-    return Configured(RHO_PLUGIN, None, hooks if isinstance(hooks, dict) else {}, api=url_host(api))
+    return Configured(None, hooks if isinstance(hooks, dict) else {}, api=url_host(api))
