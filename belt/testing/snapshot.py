@@ -203,9 +203,7 @@ def _write(path: Path, text: str) -> None:
 def unified(stored: str, text: str, path: Path) -> list[str]:
     """The unified diff of the stored snapshot against this run's, cut at ``DIFF_LINES``."""
     old, new = f"{path} (stored)", f"{path} (this run)"
-    lines = list(
-        difflib.unified_diff(stored.splitlines(), text.splitlines(), old, new, lineterm="")
-    )
+    lines = [*difflib.unified_diff(stored.splitlines(), text.splitlines(), old, new, lineterm="")]
     if len(lines) > DIFF_LINES:
         lines = [*lines[:DIFF_LINES], f"… and {len(lines) - DIFF_LINES} more line(s) of diff"]
     return cut_long_lines(lines)
