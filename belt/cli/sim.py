@@ -145,12 +145,9 @@ def simulate(ctx: typer.Context, start: Simulation, **given: Any) -> None:
     summary: HookSummary | None = report.get("hook_summary")
     if not output.json_printed(json_, report):
         lines = render.transcript_lines(report, verbose=live.verbose)
-        output.lines(render.transcript_rest(live.printed, lines))
-        if summary and summary["calls"]:
-            said = [
-                (printable(text), "yellow" if bad else "dim") for text, bad in summary_text(summary)
-            ]
-            output.lines([("", ""), *said])
+        said = summary_text(summary) if summary and summary["calls"] else []
+        shown = [("", ""), *((printable(text), "yellow" if bad else "dim") for text, bad in said)]
+        output.lines(render.transcript_rest(live.printed, lines) + (shown if said else []))
     states = {run["id"]: run["state"] for run in report["runs"]}
     if any(states.get(run_id) in (AgentRunState.FAILED, ATTENTION_HOLD) for run_id in executed):
         raise typer.Exit(1)
@@ -337,11 +334,8 @@ def list_(
 
 def listed_state(row: Mapping[str, object]) -> str:
     """A run's state in the list, and whether its process (or its simulation's) is gone."""
-    if row.get("interrupted"):
-        return f"{row['state']} (interrupted)"
-    if row.get("simulation_interrupted"):
-        return f"{row['state']} (simulation interrupted)"
-    return str(row["state"])
+    gone = next((key for key in ("interrupted", "simulation_interrupted") if row.get(key)), None)
+    return f"{row['state']} ({gone.replace('_', ' ')})" if gone else str(row["state"])
 
 
 @app.command()

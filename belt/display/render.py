@@ -163,13 +163,10 @@ def interrupted_lines(report: SimReport) -> Lines:
     lines: Lines = []
     for run in report["runs"]:
         if run.get("interrupted"):
-            lines += [
-                ("", ""),
-                (f"⚠ run {run['id']} was interrupted: the process running it is gone", "bold red"),
-                ("continue it from its last durable point, or end it:", ""),
-                (f"  belt sim resume {run['id']}", ""),
-                (f"  belt sim stop {run['id']}", ""),
-            ]
+            head = f"⚠ run {run['id']} was interrupted: the process running it is gone"
+            said = ["continue it from its last durable point, or end it:"]
+            said += [f"  belt sim {command} {run['id']}" for command in ("resume", "stop")]
+            lines += [("", ""), (head, "bold red"), *((text, "") for text in said)]
     simulation = report["simulation"]
     if simulation.get("interrupted"):
         left = simulation["turns_left"]

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from belt.dialects.simreport import Head, ReportChat, ReportRun, SimReport
 
 
+HEAD = ("source", "name", "status")  # the simulation's fields every report has, even None
+
+
 def build_report(store: Store, sim: Sim) -> SimReport:
     """The whole record of a simulation, names as on the wire."""
     dialect = loop_of(sim)
@@ -37,22 +40,12 @@ def build_report(store: Store, sim: Sim) -> SimReport:
         if record.get("type") == "hook.executed"
     ]
     extras = dialect.report_extras(store, sim, runs)
-    head = cast(
-        "Head",
-        {
-            "id": sim["id"],
-            "dialect": dialect.name,
-            "source": sim.get("source"),
-            "name": sim.get("name"),
-            "status": sim.get("status"),
-            "fail_closed": sim.get("fail_closed", False),
-            **{k: sim[k] for k in ("kind", "clock", "clock_from_wall", "warnings") if sim.get(k)},
-            **stranded_fields(store, sim),
-        },
-    )
-    head.update(extras.pop("simulation", {}))
+    head = {"id": sim["id"], "dialect": dialect.name, **{k: sim.get(k) for k in HEAD}}
+    head |= {"fail_closed": sim.get("fail_closed", False)}
+    head |= {k: sim[k] for k in ("kind", "clock", "clock_from_wall", "warnings") if sim.get(k)}
+    head |= {**stranded_fields(store, sim), **extras.pop("simulation", {})}
     report: SimReport = {
-        "simulation": head,
+        "simulation": cast("Head", head),
         "chat": cast("ReportChat", chat),
         "runs": cast("list[ReportRun]", [run_dto(run, fields) for run in runs]),
         "interrupts": interrupts,

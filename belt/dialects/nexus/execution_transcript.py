@@ -140,8 +140,7 @@ def approval_lines(report: SimReport) -> Lines:
         waiting = f"⏸ run {run_id} is waiting for {len(tasks)} hook task approval(s):"
         lines += [("", ""), (waiting, "bold yellow")]
         for task, interrupt_id in tasks:
-            expires = expiry.get(interrupt_id)
-            when = f"  expires {expires}" if expires else ""
+            when = f"  expires {expires}" if (expires := expiry.get(interrupt_id)) else ""
             what = f"{task['event']} → {task['tool']} [{task['task_key']}]{when}"
             lines.append((f"  {interrupt_id}  {what}", "yellow"))
         commands = [f"belt interrupt resolve {i} allow   # or deny" for _, i in tasks]
@@ -158,13 +157,8 @@ def attention_lines(report: SimReport) -> Lines:
             continue
         held = f"{attention['event']} hook task {attention['task_key']} failed"
         head = f"⚠ run {run['id']} is on an attention hold: {held} ({attention['reason']})"
-        lines += [
-            ("", ""),
-            (head, "bold red"),
-            (f"  {attention['detail']}", "red"),
-            ("fix the hook, then retry the same task:", ""),
-            (f"  belt sim resume {run['id']} --executor {attention['tool']}=TARGET", ""),
-            ("or end the run without stop:", ""),
-            (f"  belt sim stop {run['id']}", ""),
-        ]
+        retry = f"  belt sim resume {run['id']} --executor {attention['tool']}=TARGET"
+        said = ["fix the hook, then retry the same task:", retry, "or end the run without stop:"]
+        lines += [("", ""), (head, "bold red"), (f"  {attention['detail']}", "red")]
+        lines += [(text, "") for text in [*said, f"  belt sim stop {run['id']}"]]
     return lines
