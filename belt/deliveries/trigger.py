@@ -262,29 +262,27 @@ def trigger(
 
 def failure(report: TriggerReport) -> BeltError:
     """The error of a failed trigger, with a hint: exit 6 only when nothing answered, else 1."""
-    failed = failure_of(report.error)
-    if report.status is None and TIMED_OUT in (report.error or ""):
-        hint = likely_fix(report.error, timeout=report.timeout) or (
-            f"the handler must answer within {report.timeout:g} s; check that it does not block"
+    error, status, timeout = report.error or "", report.status, report.timeout
+    fix = likely_fix(report.error, timeout=timeout)
+    if status is None and TIMED_OUT in error:
+        hint = fix or f"the handler must answer within {timeout:g} s; check that it does not block"
+    elif not report.in_process:
+        hint = fix or (
+            "check that the handler is running and listening at that host and port, and the scheme"
         )
-    elif report.in_process and report.status is None:
+    elif status is None:
         hint = "check that the function can be imported and takes the payload"
-    elif report.in_process and "raised" in (report.error or ""):
+    elif "raised" in error:
         hint = "the function raised: a py: handler that raises fails as a webhook's HTTP 500 does"
-    elif report.in_process:
+    else:
         hint = (
             "return a dict (or a LifecycleHookResponse) whose decision, reason, inject, system "
             "and override have their wire types, or None for allow"
         )
-    else:
-        hint = likely_fix(report.error, timeout=report.timeout) or (
-            "check that the handler is running and listening at that host and port, and the scheme"
-        )
-    message = report.error or "the handler failed"
-    answered = report.status is None and failed is not None and failed.answered
-    if answered or (report.in_process and report.status is not None):
-        return BeltError(message, hint=hint)  # it took the request and failed (or raised): exit 1
-    return remote_error(report.status, message, hint=hint)
+    failed, took = failure_of(report.error), report.in_process and status is not None
+    if took or (status is None and failed is not None and failed.answered):
+        return BeltError(error or "the handler failed", hint=hint)  # it took the request: exit 1
+    return remote_error(status, error or "the handler failed", hint=hint)
 
 
 def running_serve() -> tuple[Serve, int]:
