@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -77,9 +78,10 @@ def task_id(key: str) -> str:
     return "ht_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def _deadline_passed(task: HookTask) -> bool:
-    # A task awaiting approval has no deadline yet: it starts when it is dispatched.
-    return task.get("deadline") is not None and utcnow() >= parse_timestamp(str(task["deadline"]))
+def time_left(task: HookTask) -> float:
+    """Seconds to the task's deadline; inf while it awaits approval (its deadline starts then)."""
+    deadline = task.get("deadline")
+    return math.inf if deadline is None else (parse_timestamp(deadline) - utcnow()).total_seconds()
 
 
 def _attempt_summary(task: HookTask) -> dict[str, object]:
@@ -179,7 +181,7 @@ def schedule_task(
         return _dispatch_or_ask(store, fresh)
 
     def rearm(task: HookTask) -> HookTask:
-        overdue = task["status"] in IN_INBOX and _deadline_passed(task)
+        overdue = task["status"] in IN_INBOX and time_left(task) <= 0
         if task["status"] != TaskStatus.FAILED and not overdue:
             raise _Keep
         task["history"] = [*task.get("history", []), _attempt_summary(task)]
@@ -262,7 +264,7 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
         nonlocal status
         if (status := task["status"]) != TaskStatus.PENDING:
             raise _Keep
-        if _deadline_passed(task):
+        if time_left(task) <= 0:
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))
         now = timestamp(utcnow())
         held = {k: v for k, v in leases.mine().items() if k in _HOLDER}
@@ -272,17 +274,14 @@ def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
         return task
 
     try:
-        task = change_task(store, identity, claim)
-    except _Keep:
-        if status != TaskStatus.CLAIMED:
-            mark_pending(store, identity, pending=False)  # finished, or waiting for its approval
-        return None
+        task = _change(store, identity, claim)
     except BeltError:
         return None
-    if task["status"] != TaskStatus.CLAIMED:
+    if task is not None and task["status"] == TaskStatus.CLAIMED:
+        return task
+    if status != TaskStatus.CLAIMED:  # finished, or waiting for its approval
         mark_pending(store, identity, pending=False)
-        return None
-    return task
+    return None
 
 
 def abandoned(claim: Any) -> bool:
@@ -375,7 +374,7 @@ def complete_task(
             raise _Keep
         task["duration_ms"] = duration_ms
         timeout = int(task["timeout_ms"])
-        if outcome.timed_out or _deadline_passed(task):
+        if outcome.timed_out or time_left(task) <= 0:
             return _fail(task, Failure.TIMEOUT, f"the tool did not finish within {timeout} ms")
         if outcome.failure is not None:
             return _fail(task, Failure.TOOL_FAILED, short(outcome.failure, DETAIL_MAX))
@@ -386,20 +385,15 @@ def complete_task(
         if decision is None:
             return _fail(task, Failure.INVALID_DECISION, problems[0], problems=problems)
         task["decision"] = decision
-        if decision["continue"]:
-            used, allowed = int(task["continuations_used"]), task.get("max_continuations")
-            if task.get("tool_only"):
-                alone = "a tool-only execution has no model round to continue"
-                return _fail(
-                    task, Failure.HOOK_REQUIRES_MODEL, f"{alone}; stop can only acknowledge here"
-                )
-            if allowed is None or used >= int(allowed):
-                asked = f"the hook asked for continuation {used + 1}"
-                return _fail(
-                    task,
-                    Failure.CONTINUATION_LIMIT_EXCEEDED,
-                    f"{asked}; max_continuations is {allowed}",
-                )
+        used, allowed = task.get("continuations_used", 0), task.get("max_continuations")
+        if decision["continue"] and task.get("tool_only"):
+            alone = "a tool-only execution has no model round to continue"
+            why = f"{alone}; stop can only acknowledge here"
+            return _fail(task, Failure.HOOK_REQUIRES_MODEL, why)
+        if decision["continue"] and (allowed is None or used >= allowed):
+            asked = f"the hook asked for continuation {used + 1}"
+            why = f"{asked}; max_continuations is {allowed}"
+            return _fail(task, Failure.CONTINUATION_LIMIT_EXCEEDED, why)
         now = timestamp(utcnow())
         task.update({"status": TaskStatus.COMPLETED.value, "finished_at": now, "updated_at": now})
         return task
@@ -411,7 +405,7 @@ def expire_task(store: Store, identity: str) -> HookTask:
     """Fail a task whose deadline has passed (timeout); returns the task as it now is."""
 
     def expire(task: HookTask) -> HookTask:
-        if task["status"] not in IN_INBOX or not _deadline_passed(task):
+        if task["status"] not in IN_INBOX or not time_left(task) <= 0:
             raise _Keep
         if task["status"] == TaskStatus.PENDING:
             return _fail(task, Failure.TIMEOUT, unclaimed_message(task))

@@ -19,15 +19,18 @@ from belt.executor.inbox import (
     release_abandoned,
     release_task,
     task_record,
+    time_left,
 )
 from belt.executor.targets import Target, parse_tools
 from belt.records.hooktasks import PENDING_TAG, HookTask, get_task, mark_pending
 from belt.records.reports import Reporter
 from belt.store import open_store
-from belt.store.clock import parse_timestamp, timestamp, utcnow
+from belt.store.clock import timestamp, utcnow
 
 if TYPE_CHECKING:
     from belt.store import Store
+
+POLL = 0.05  # seconds between passes over an inbox with nothing to serve
 
 
 @dataclass
@@ -48,12 +51,10 @@ class Worker:
         """Claim one task, run its tool and complete it; None if the claim was lost."""
         if (task := claim_task(self.store, identity, worker=self.name)) is None:
             return None
-        target = self.targets[str(task["tool"])]
-        remaining = (parse_timestamp(str(task["deadline"])) - utcnow()).total_seconds()
-        mark = str(task["claim"]["mark"])
-        started = time.perf_counter()
+        mark, started = str(task["claim"]["mark"]), time.perf_counter()
         try:
-            outcome = target.call(task["input"], remaining, mark=(CLAIM_MARK, mark))
+            call = self.targets[task["tool"]].call
+            outcome = call(task["input"], time_left(task), mark=(CLAIM_MARK, mark))
         except KeyboardInterrupt:
             release_task(self.store, identity, worker=self.name)
             raise
@@ -75,26 +76,16 @@ class Worker:
                 continue
             if task is None or task["status"] != TaskStatus.PENDING:
                 continue
-            if self.serves(str(task["tool"])):
+            if self.serves(task["tool"]):
                 if (final := self.serve_task(identity)) is not None:
                     served.append(final)
             elif task["id"] not in self._skipped and self.report is not None:
-                self._skipped.add(str(task["id"]))
+                self._skipped.add(task["id"])
                 tool = task["tool"]
                 named = {"event": task["event"], "task_key": task["task_key"], "tool": tool}
                 detail = f"this worker does not serve {tool}"
                 self.report({"kind": "skip", "at": timestamp(utcnow()), **named, "detail": detail})
         return served
-
-    def run(self, *, once: bool = False, poll_interval: float = 0.05) -> int:
-        """Serve the inbox until interrupted (or one pass with ``once``); returns tasks served."""
-        count = 0
-        while True:
-            count += len(served := self.serve_pending())
-            if once:
-                return count
-            if not served:
-                time.sleep(poll_interval)
 
 
 def run_worker(
@@ -104,10 +95,17 @@ def run_worker(
     report: Reporter | None = None,
     on_start: Callable[[Worker], None] | None = None,
 ) -> int:
-    """``belt executor run``: serve hook tasks from the store's inbox; returns tasks served."""
+    """``belt executor run``: serve the store's inbox until interrupted (or one pass with
+    ``once``); returns the tasks served."""
     if not tools:
         raise UsageError("give at least one --tool NAME=TARGET")
     worker = Worker(open_store(), parse_tools(tools), report)
     if on_start is not None:
         on_start(worker)
-    return worker.run(once=once)
+    count = 0
+    while True:
+        count += len(served := worker.serve_pending())
+        if once:
+            return count
+        if not served:
+            time.sleep(POLL)

@@ -36,6 +36,7 @@ from belt.executor.inbox import (
     schedule_task,
     settle_approval,
     task_key,
+    time_left,
 )
 from belt.outgoing import tracing
 from belt.records.executions import (
@@ -54,7 +55,7 @@ from belt.records.profile import read_profile
 from belt.records.runs import Cancelled, Run, RunRecord, read_run
 from belt.records.sims import Sim
 from belt.store import clock
-from belt.store.clock import parse_timestamp, utcnow
+from belt.store.clock import parse_timestamp
 from belt.wire.enums import ATTENTION_HOLD, AgentRunState, ChatStatus, ToolInvocationStatus
 from belt.wire.nexus import HookTaskInput, LifecycleHooks, NexusEvent, NexusHook
 
@@ -632,8 +633,7 @@ class NexusLoop:
                 if released is not None:
                     self.serve_here(released)
                     continue
-            remaining = (parse_timestamp(str(current["deadline"])) - utcnow()).total_seconds()
-            if remaining <= 0:
+            if (remaining := time_left(current)) <= 0:
                 expire_task(store, identity)
                 continue
             if "waiting" not in told and self.notify is not None:
