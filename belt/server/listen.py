@@ -231,10 +231,7 @@ def serve(
         running_file = None
     try:
         run_until_stopped(
-            config,
-            sock,
-            workers=workers,
-            on_ready=lambda: listening(ready, warning, f"{url}/" if open_ else None),
+            config, sock, lambda: listening(ready, warning, f"{url}/" if open_ else None)
         )
     finally:
         if running_file is not None:
@@ -406,25 +403,16 @@ def uvicorn_config(app: Any, *, workers: int, grace: float = SHUTDOWN_GRACE) -> 
     return config
 
 
-def run_until_stopped(
-    config: Any,
-    sock: socket.socket,
-    *,
-    workers: int,
-    on_ready: Callable[[], None] | None = None,
-) -> None:
+def run_until_stopped(config: Any, sock: socket.socket, on_ready: Callable[[], None]) -> None:
     """Serve on ``sock`` until Ctrl-C or SIGTERM, raised again as KeyboardInterrupt or
     Terminated; ``on_ready`` once a signal would stop the server gracefully."""
     try:
-        if workers > 1:
+        if config.workers > 1:
             supervisor = Supervisor(config, sockets=[sock])  # its signal handlers are set now
-            if on_ready is not None:
-                on_ready()
+            on_ready()
             supervisor.run()
-            if supervisor.stopped_by == signal.SIGINT:
-                raise KeyboardInterrupt
-            if supervisor.stopped_by == signal.SIGTERM:
-                raise Terminated
+            if supervisor.stopped_by is not None:
+                raise KeyboardInterrupt if supervisor.stopped_by == signal.SIGINT else Terminated
         else:
             QuickStopServer(config, on_ready).run(sockets=[sock])
     finally:
@@ -435,7 +423,7 @@ class QuickStopServer(uvicorn.Server):
     """uvicorn's public ``Server``, which stops as soon as a signal asks (not at its next tick)
     and calls ``on_ready`` once started; a single process's (workers run uvicorn's own)."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
         super().__init__(config)
         self.on_ready = on_ready
         self.wake: Callable[[], object] | None = None
@@ -443,7 +431,7 @@ class QuickStopServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's start-up, then ``on_ready`` unless a signal already asked it to stop."""
         await super().startup(sockets)
-        if self.on_ready is not None and not self.should_exit:
+        if not self.should_exit:
             self.on_ready()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
