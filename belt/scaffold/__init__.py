@@ -133,13 +133,21 @@ def init(*, directory: Path, nexus: bool = False, framework: Framework = Framewo
     """Write a start into ``directory`` (made when missing). A file that would be written and
     exists already is Conflict (exit 4) and nothing is written; a directory that is a file is
     InvalidInput (exit 5), as is one that cannot be made or written in."""
-    _refuse_a_file(directory)
+    chain = (directory, *directory.parents)
+    made = [p for p in reversed(chain) if not os.path.lexists(p)]  # outermost first
+    nearest = next((p for p in chain if os.path.lexists(p)), directory)
+    if os.path.lexists(nearest) and not nearest.is_dir():
+        what = "it" if nearest == directory else str(nearest)
+        raise InvalidInput(f"{directory}: {what} is a file, not a directory")
     name = directory.resolve().name or "hook"
     planned = plan(nexus=nexus, framework=framework, name=name)
     there = [directory / p.name for p in planned if os.path.lexists(directory / p.name)]
     if there:
         raise _exists(there)
-    made = _make_directory(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"{directory}: cannot make the directory: {exc.strerror}") from None
     written: list[Path] = []
     path = directory
     try:
@@ -178,27 +186,6 @@ def _exists(paths: list[Path]) -> Conflict:
         f"{names}: already there; belt init writes no file over another, so it wrote nothing",
         hint="give another directory (belt init DIR), or move the file away",
     )
-
-
-def _refuse_a_file(directory: Path) -> None:
-    """InvalidInput when ``directory``, or the nearest of its parents that exists, is not a
-    directory."""
-    for path in (directory, *directory.parents):
-        if os.path.lexists(path):
-            if not path.is_dir():
-                what = "it" if path == directory else str(path)
-                raise InvalidInput(f"{directory}: {what} is a file, not a directory")
-            return
-
-
-def _make_directory(directory: Path) -> list[Path]:
-    """Make ``directory`` and its missing parents; the ones made, outermost first."""
-    missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(f"{directory}: cannot make the directory: {exc.strerror}") from None
-    return list(reversed(missing))
 
 
 def _template(dialect: str, name: str) -> str:
