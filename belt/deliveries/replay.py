@@ -10,7 +10,7 @@ import errno
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -281,14 +281,10 @@ def select(
         payload = item.payload if isinstance(item.payload, dict) else {}
         if event not in (None, payload.get("event")) or chat not in (None, payload.get("chat_id")):
             continue
-        if moment is not None:
-            stamp = item.at or payload.get("timestamp")
-            try:
-                if stamp is None or parse_timestamp(str(stamp)) < moment:
-                    continue
-            except InvalidInput:
-                continue
-        yield item
+        stamp = item.at or payload.get("timestamp")
+        with suppress(InvalidInput):  # a time that is not one: not since anything
+            if moment is None or (stamp is not None and parse_timestamp(str(stamp)) >= moment):
+                yield item
 
 
 MESSAGE_LIMIT = 16_000  # the characters of a handler's exception message a replay keeps and shows
