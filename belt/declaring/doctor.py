@@ -86,10 +86,10 @@ def other_file(doc: Any, source: str) -> str | None:
     keys = set(doc)
     if isinstance(rules, list) and any(isinstance(r, dict) and "match" in r for r in rules):
         keys.add("match")
-    for key, what, command in OTHER_FILES:
-        if key in keys:
-            return f"{what}, not a hook declaration: {command.format(file=source)}"
-    return None
+    said = (
+        f"{what}, not a hook declaration: {how}" for key, what, how in OTHER_FILES if key in keys
+    )
+    return next(said, "").format(file=source) or None
 
 
 def examine(paths: list[Path], store: Store) -> Examined:
@@ -215,9 +215,7 @@ def trap(source: str, where: str, kind: str, /, **values: Any) -> Trap:
 
 
 def platform_traps(
-    source: str,
-    hooks: list[tuple[str, LifecycleHookConfig]],
-    located: dict[int, Located] | None = None,
+    source: str, hooks: list[tuple[str, LifecycleHookConfig]], located: dict[int, Located]
 ) -> Iterator[Trap]:
     """The traps of an inference.sh hooks array, each hook with its position."""
     seen: dict[tuple[str, str, str | None], str] = {}
@@ -232,32 +230,21 @@ def platform_traps(
             if event == "agent.tool_call" and resolution == InterruptResolution.ALLOW:
                 declared = "" if hook.default_resolution else " (allow is the default)"
                 yield trap(source, where, "tool-runs-on-expiry", declared=declared)
-        if hook.handler is not None and hook.type == HookHandlerType.WEBHOOK:
-            yield from handler_traps(source, where, hook.handler, (located or {}).get(index))
+        handler = hook.handler if hook.type == HookHandlerType.WEBHOOK else None
+        if handler is not None and is_in_process(handler):  # one that cannot load
+            try:
+                load_located(located.get(index) or Located(handler), where=f"{where}.handler")
+            except BeltError as exc:
+                yield trap(source, where, "handler-cannot-be-imported", message=exc.message)
+        elif handler is not None:  # a valid declaration's URL: it splits
+            url = urlsplit(handler)
+            if url.username is not None or url.password is not None:
+                yield trap(source, where, "credentials-in-url", host=url_host(handler))
         key = (event, hook.type.value, hook.handler)
         if key in seen:
             yield trap(source, where, "declared-twice", kind=key[1], event=event, first=seen[key])
         else:
             seen[key] = where
-
-
-def handler_traps(
-    source: str, where: str, handler: str, place: Located | None = None
-) -> Iterator[Trap]:
-    """A webhook URL that carries credentials, or a ``py:``/``policy:`` one that cannot load."""
-    if is_in_process(handler):
-        try:
-            load_located(place or Located(handler), where=f"{where}.handler")
-        except BeltError as exc:
-            yield trap(source, where, "handler-cannot-be-imported", message=exc.message)
-        return
-    try:
-        parts = urlsplit(handler)
-        credentials = parts.username is not None or parts.password is not None
-    except ValueError:
-        return  # validate refuses such a URL; nothing more to say here
-    if credentials:
-        yield trap(source, where, "credentials-in-url", host=url_host(handler))
 
 
 # Where a webhook delivery went: host (loopback names as one), port (None: default) and path.
