@@ -272,18 +272,15 @@ class SlowClientGuard:
             return
         connection: GuardedConnection | None = scope.get("state", {}).get(CONNECTION)
         timeout = self.connections.body_timeout if has_body(scope) else None
-        if timeout is None:
-            bounded = receive
-        elif connection is None:
-            bounded = self.bounded(scope, receive, timeout)
-        else:
-            bounded = connection.receiving(scope, receive)
         if connection is None:
+            bounded = receive if timeout is None else self.bounded(scope, receive, timeout)
             await self.app(scope, bounded, send)
             return
         connection.request_started(scope, body_timeout=timeout)
         try:
-            await self.app(scope, bounded, send)
+            await self.app(
+                scope, receive if timeout is None else connection.receiving(scope, receive), send
+            )
         finally:
             connection.request_ended(scope)
 
