@@ -100,14 +100,13 @@ def validate(
         for report in reports:
             for warning in report.findings.warnings:
                 output.warning(f"{report.path}: {warning}")
+            for problem in report.findings.problems:
+                output.error(f"{report.path}: {problem}")
             if report.ok:
                 scenario = report.shape == doctor.SCENARIO
                 kind = f"{report.dialect or '?'}{' scenario' if scenario else ''}"
                 tail = f": {doctor.SCENARIO_COMMANDS}" if scenario else ""
                 output.success(f"ok  {report.path} ({kind}, {report.hook_count()} hook(s)){tail}")
-            else:
-                for problem in report.findings.problems:
-                    output.error(f"{report.path}: {problem}")
     if code := declarations.exit_code(reports):
         raise typer.Exit(int(code))
 

@@ -82,24 +82,19 @@ TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
     """Decode JSON or TOML text strictly (exit 5 naming the source, and line and column)."""
-    kind = fmt or ("toml" if source.endswith(".toml") else "json")
-    if kind == "toml":
-        try:
-            return decode_toml(text)
-        except StrictJSONError as exc:
-            raise InvalidInput(f"{source}: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            message = str(exc)
-            if (found := TOML_POSITION.search(message)) is None:
-                raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
-            line, column = found.groups()
-            raise InvalidInput(
-                f"{source}: line {line}, column {column}: invalid TOML: {message[: found.start()]}"
-            ) from exc
+    toml = (fmt or ("toml" if source.endswith(".toml") else "json")) == "toml"
     try:
-        return decode(text, unique_keys=True)
+        return decode_toml(text) if toml else decode(text, unique_keys=True)
     except StrictJSONError as exc:
         raise InvalidInput(f"{source}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        if (found := TOML_POSITION.search(message)) is None:
+            raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
+        line, column = found.groups()
+        raise InvalidInput(
+            f"{source}: line {line}, column {column}: invalid TOML: {message[: found.start()]}"
+        ) from exc
 
 
 def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
