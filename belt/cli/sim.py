@@ -131,10 +131,9 @@ def simulate(ctx: typer.Context, start: Simulation, **given: Any) -> None:
     except KeyboardInterrupt:
         live.close()
         run = live.run_id
+        hint = f"`belt sim show {run}` shows it, `belt sim resume {run} --wait` waits again"
         if run is None:
             hint = "`belt sim list` shows it, `belt sim resume --last` continues it"
-        else:
-            hint = f"`belt sim show {run}` shows it, `belt sim resume {run} --wait` waits again"
         output.warning(
             "stopped waiting; the run stays where it was (at its gates, or at its last durable "
             f"point): {hint}"

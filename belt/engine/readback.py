@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from belt.dialects import loop_of
@@ -81,17 +82,17 @@ class RunRow(RunView, total=False):
 
 def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
     """Every simulated run, oldest first, with its simulation (task runs with ``include_tasks``)."""
-    sims: dict[str, Sim] = {}
-    stranded: dict[str, str | None] = {}
+
+    @cache
+    def simulation(sim_id: str) -> tuple[Sim, str | None]:
+        return (sim := read_sim(store, sim_id)), stranded_at(store, sim)
+
     rows: list[RunRow] = []
     for run_id in store.list_ids(RUN):
         run = read_run(store, run_id)
         if not (sim_id := run.get("sim_id")):
             continue
-        if sim_id not in sims:
-            sims[sim_id] = read_sim(store, sim_id)
-            stranded[sim_id] = stranded_at(store, sims[sim_id])
-        sim = sims[sim_id]
+        sim, stranded = simulation(sim_id)
         if (kind := str(sim.get("kind") or "chat")) != "chat" and not include_tasks:
             continue
         rows.append(
@@ -102,7 +103,7 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
                 "name": sim.get("name"),
                 "turn_index": run.get("turn_index"),
                 "kind": kind,
-                **({"simulation_interrupted": True} if stranded[sim_id] == run_id else {}),
+                **({"simulation_interrupted": True} if stranded == run_id else {}),
             }
         )
     return sorted(rows, key=lambda r: str(r.get("created_at") or ""))

@@ -156,10 +156,9 @@ def stop_run(
         text, kept = dialect.cancel_pending(store, sim, run, how)
         run = merge_run(store, run_id, kept)
         recorder = Recorder(store, str(sim["chat_id"]))
-        for message in recorder.messages:
+        for message in (m for m in recorder.messages if m.get("agent_run_id") == run_id):
             calls = message.get("tool_invocations") or []
-            open_calls = [call for call in calls if call["status"] in OPEN_TOOL_STATES]
-            if open_calls and message.get("agent_run_id") == run_id:
+            if open_calls := [call for call in calls if call["status"] in OPEN_TOOL_STATES]:
                 for invocation in open_calls:
                     invocation["status"] = ToolInvocationStatus.CANCELLED.value
                 recorder.save_message(message)
