@@ -57,9 +57,7 @@ class Declaration:
         """How many hooks (or Nexus boundaries) the file declares."""
         if self.count is not None:
             return self.count
-        if self.dialect == Dialect.PLATFORM:
-            return len(self.hooks)
-        return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else 0
+        return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else len(self.hooks)
 
     def summary(self) -> dict[str, object]:
         """A JSON-ready report of this file."""
