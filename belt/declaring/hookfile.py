@@ -33,8 +33,9 @@ def resolve_path(file: str | Path | None) -> Path:
 
 
 @contextmanager
-def editing(path: Path) -> Iterator[Path]:
-    """Hold the edit lock of a declaration file (through any symlink); yield the real file."""
+def editing(path: Path) -> Iterator[list[LifecycleHookConfig]]:
+    """Hold the edit lock of a declaration file (through any symlink) and yield its hooks, written
+    back to the real file in the format its suffix names when the block ends without an error."""
     target = Path(os.path.realpath(path))  # the file a symlink at ``path`` points to
     if not os.path.lexists(target) and Path(os.path.abspath(path)) != target:
         # A link (at the name, or a directory on the way) to nothing: writing would create the
@@ -45,7 +46,8 @@ def editing(path: Path) -> Iterator[Path]:
         )
     key = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
     with file_lock(state_dir() / "locks" / "hookfiles" / f"{key}.lock"):
-        yield target
+        yield (hooks := read_hooks(target) if target.exists() else [])
+        write_private(target, render(hooks, "toml" if target.suffix == ".toml" else "json"))
 
 
 def read_hooks(file: str | Path | None = None) -> list[LifecycleHookConfig]:
@@ -73,11 +75,6 @@ def render(hooks: list[LifecycleHookConfig], fmt: str) -> str:
     return json.dumps({"hooks": items}, indent=2) + "\n"
 
 
-def write_hooks(path: Path, hooks: list[LifecycleHookConfig]) -> None:
-    """Write hooks to ``path`` in the format its suffix names."""
-    write_private(path, render(hooks, "toml" if path.suffix == ".toml" else "json"))
-
-
 def add_hook(
     *,
     event: str,
@@ -94,14 +91,12 @@ def add_hook(
     given["async"] = async_ or None
     given |= {"timeout": timeout, "default_resolution": default_resolution}
     findings, checked = check_platform_hooks([{k: v for k, v in given.items() if v is not None}])
-    with editing(path) as target:
-        hooks = read_hooks(target) if target.exists() else []
+    with editing(path) as hooks:
         index = len(hooks)
         if not findings.ok:
             problems = [p.replace("hooks[0]", f"hooks[{index}]", 1) for p in findings.problems]
             raise InvalidInput(f"hook not added: {problems[0]}", problems=problems[1:])
         hooks.append(checked[0])
-        write_hooks(target, hooks)
     return index, checked[0]
 
 
@@ -110,13 +105,10 @@ def remove_hook(index: int, file: str | Path | None = None) -> LifecycleHookConf
     path = resolve_path(file)
     if file is not None and not path.exists():
         read_hooks(file)  # NotFound, with the hint to create it
-    with editing(path) as target:
-        hooks = read_hooks(target) if target.exists() else []
+    with editing(path) as hooks:
         if not 0 <= index < len(hooks):
             raise NotFound(
                 f"no hook at index {index} in {path} (it holds {len(hooks)})",
                 hint="see the indexes with `belt hooks list`",
             )
-        removed = hooks.pop(index)
-        write_hooks(target, hooks)
-    return removed
+        return hooks.pop(index)
