@@ -111,29 +111,25 @@ def _fail(
 def _redispatch(task: HookTask, attempt: int) -> HookTask:
     """Put ``task`` in the inbox as ``attempt``, unclaimed, its deadline starting now."""
     now = utcnow()
-    task["status"] = TaskStatus.PENDING.value
-    task["attempt"] = attempt
-    task["claim"] = None
-    task["dispatched_at"] = timestamp(now)
-    task["deadline"] = timestamp(now + timedelta(milliseconds=int(task["timeout_ms"])))
-    task["updated_at"] = timestamp(now)
+    stamp, deadline = timestamp(now), timestamp(now + timedelta(milliseconds=task["timeout_ms"]))
+    task.update({"status": TaskStatus.PENDING.value, "attempt": attempt, "claim": None})
+    task.update({"dispatched_at": stamp, "deadline": deadline, "updated_at": stamp})
+    return task
+
+
+def _filed(store: Store, task: HookTask) -> HookTask:
+    """A pending task put in the inbox, a finished one (or one awaiting approval) taken out."""
+    if task["status"] != TaskStatus.CLAIMED:
+        mark_pending(store, task["id"], pending=task["status"] == TaskStatus.PENDING)
     return task
 
 
 def _change(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask | None:
-    """``change_task``, or None when ``change`` kept the task as it is (raised ``_Keep``)."""
+    """``change_task`` and ``_filed``, or None when ``change`` kept the task (raised ``_Keep``)."""
     try:
-        return change_task(store, identity, change)
+        return _filed(store, change_task(store, identity, change))
     except _Keep:
         return None
-
-
-def _finish(store: Store, identity: str, change: Callable[[HookTask], HookTask]) -> HookTask:
-    """Change a task and take it out of the inbox; the task as it is when ``change`` kept it."""
-    if (task := _change(store, identity, change)) is None:
-        return read_task(store, identity)
-    mark_pending(store, identity, pending=False)
-    return task
 
 
 def schedule_task(
@@ -178,7 +174,7 @@ def schedule_task(
     }
     start_attempt(fresh, status.value, 1, stamp, deadline)
     if add_task(store, fresh):
-        return _dispatch_or_ask(store, fresh)
+        return _ask(store, _filed(store, fresh))
 
     def rearm(task: HookTask) -> HookTask:
         overdue = task["status"] in IN_INBOX and time_left(task) <= 0
@@ -191,13 +187,12 @@ def schedule_task(
     if (task := _change(store, identity, rearm)) is None:
         return read_task(store, identity)
     list_on_run(store, run_id, identity)
-    return _dispatch_or_ask(store, task)
+    return _ask(store, task)
 
 
-def _dispatch_or_ask(store: Store, task: HookTask) -> HookTask:
-    """Put a new attempt in the inbox, or, when it must be approved first, ask for approval."""
-    if task["status"] == TaskStatus.PENDING:
-        mark_pending(store, task["id"])
+def _ask(store: Store, task: HookTask) -> HookTask:
+    """A new attempt that must be approved first asks for approval (a pending one is filed)."""
+    if task["status"] != TaskStatus.AWAITING_APPROVAL:
         return task
 
     interrupt = create_interrupt(
@@ -242,18 +237,11 @@ def settle_approval(store: Store, identity: str) -> HookTask:
         current["approval"] = {**approval, "status": interrupt["status"], "resolution": resolution}
         if resolution != "allow":
             how = "expired unapproved" if interrupt["status"] == "expired" else "was denied"
-            return _fail(
-                current,
-                Failure.APPROVAL_DENIED,
-                f"the hook task's approval {how} (interrupt {interrupt['id']})",
-            )
+            why = f"the hook task's approval {how} (interrupt {interrupt['id']})"
+            return _fail(current, Failure.APPROVAL_DENIED, why)
         return _redispatch(current, current["attempt"])
 
-    if (settled := _change(store, identity, settle)) is None:
-        return read_task(store, identity)
-    if settled["status"] == TaskStatus.PENDING:
-        mark_pending(store, identity)
-    return settled
+    return _change(store, identity, settle) or read_task(store, identity)
 
 
 def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
@@ -308,9 +296,7 @@ def release_abandoned(store: Store, identity: str) -> HookTask | None:
         current["history"] = [*current.get("history", []), gone]
         return _redispatch(current, int(current["attempt"]) + 1)
 
-    if (task := _change(store, identity, release)) is not None:
-        mark_pending(store, identity)
-    return task
+    return _change(store, identity, release)
 
 
 def unclaimed_message(task: HookTask) -> str:
@@ -398,7 +384,7 @@ def complete_task(
         task.update({"status": TaskStatus.COMPLETED.value, "finished_at": now, "updated_at": now})
         return task
 
-    return _finish(store, identity, finish)
+    return _change(store, identity, finish) or read_task(store, identity)
 
 
 def expire_task(store: Store, identity: str) -> HookTask:
@@ -413,7 +399,7 @@ def expire_task(store: Store, identity: str) -> HookTask:
         late = f"claimed the task but did not complete it within {task['timeout_ms']} ms"
         return _fail(task, Failure.TIMEOUT, f"{by} {late}")
 
-    return _finish(store, identity, expire)
+    return _change(store, identity, expire) or read_task(store, identity)
 
 
 def release_task(store: Store, identity: str, *, worker: str) -> None:
@@ -425,8 +411,7 @@ def release_task(store: Store, identity: str, *, worker: str) -> None:
         now = timestamp(utcnow())
         return task | {"status": TaskStatus.PENDING.value, "claim": None, "updated_at": now}
 
-    if _change(store, identity, release) is not None:
-        mark_pending(store, identity)
+    _change(store, identity, release)
 
 
 def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
@@ -442,7 +427,6 @@ def cancel_run_tasks(store: Store, run_id: str, reason: str) -> list[HookTask]:
         if (task := _change(store, identity, cancel)) is None:
             continue
         cancelled.append(task)
-        mark_pending(store, identity, pending=False)
         if (approval := task.get("approval") or {}).get("status") == "pending":
             with suppress(Conflict, NotFound):  # settled meanwhile, or its creator never finished
                 cancel_interrupt(store=store, interrupt_id=str(approval["interrupt_id"]))
