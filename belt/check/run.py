@@ -499,17 +499,15 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
     def without(name: str) -> dict[str, str]:
         return {key: value for key, value in signed().items() if key != name}
 
-    several = signed()
+    several, another_id = signed(), secrets.token_urlsafe(18)
     other = sign(WRONG_SECRET, several["webhook-id"], now, body)
     several["webhook-signature"] = f"{other} {several['webhook-signature']}"
 
-    def near(change: Callable[[str], dict[str, str]]) -> dict[str, str]:
-        """Signed headers changed by ``change`` (given the right signature's base64 digest)."""
-        headers = signed()
-        return {**headers, **change(headers["webhook-signature"].removeprefix("v1,"))}
-
     def resigned(signature: Callable[[str], str]) -> dict[str, str]:
-        return near(lambda digest: {"webhook-signature": signature(digest)})
+        """Signed headers, their signature made of the right one's base64 digest."""
+        headers = signed()
+        digest = headers["webhook-signature"].removeprefix("v1,")
+        return {**headers, "webhook-signature": signature(digest)}
 
     def last_byte_off(digest: str) -> str:
         raw = base64.b64decode(digest)
@@ -530,10 +528,8 @@ def signature_cases(secret: str, payload: dict[str, object], now: int) -> list[S
         # what it signs, or reads any entry that starts with v1 accepts one of these.
         "the signature with its last byte changed": resigned(last_byte_off),
         "the first half of the signature": resigned(lambda sig: "v1," + sig[: len(sig) // 2]),
-        "the signature of another webhook-id": near(
-            lambda _: {"webhook-id": f"msg_{secrets.token_urlsafe(18)}"}
-        ),
-        "the signature of another timestamp": near(lambda _: {"webhook-timestamp": str(now - 1)}),
+        "the signature of another webhook-id": {**signed(), "webhook-id": f"msg_{another_id}"},
+        "the signature of another timestamp": {**signed(), "webhook-timestamp": str(now - 1)},
         "the signature as a v1a, entry": resigned(lambda digest: "v1a," + digest),
     }
     return [
