@@ -205,16 +205,6 @@ def serve(
         f"belt serve listening on {url} ({shown}): hooks {url}/hooks, API {url}, "
         f"inspector {url}/{told}; Ctrl-C stops"
     )
-    warning = (
-        (
-            f"--allow-host without --token: anyone who can reach this machine as "
-            f"{' or '.join(answering)} on port {bound_port} can use the whole API "
-            "(settle gates, read the journal, run hooks); add --token TOKEN to require a bearer "
-            "token"
-        )
-        if answering
-        else None
-    )
     record: serves.ServeFile = {
         "url": url,
         "host": host,
@@ -231,7 +221,9 @@ def serve(
         running_file = None
     try:
         run_until_stopped(
-            config, sock, lambda: listening(ready, warning, f"{url}/" if open_ else None)
+            config,
+            sock,
+            lambda: listening(ready, answering, bound_port, f"{url}/" if open_ else None),
         )
     finally:
         if running_file is not None:

@@ -108,12 +108,17 @@ def _local_clock(text: str) -> str:
         return "--:--:--"
 
 
-def listening(ready: str, warning: str | None, inspector: str | None) -> None:
-    """The ready line on stderr (stdout has only request lines), its warning, and the inspector
-    opened in a browser (``--open``)."""
+def listening(ready: str, answering: list[str], port: int, inspector: str | None) -> None:
+    """The ready line on stderr (stdout has only request lines), a warning when hosts are
+    ``answering`` without a token, and the inspector opened in a browser (``--open``)."""
     output.styled(ready, "bold", stderr=True)
-    if warning:
-        output.warning(warning)
+    if answering:
+        output.warning(
+            f"--allow-host without --token: anyone who can reach this machine as "
+            f"{' or '.join(answering)} on port {port} can use the whole API "
+            "(settle gates, read the journal, run hooks); add --token TOKEN to require a bearer "
+            "token"
+        )
     if inspector:
         # In a thread: a browser named by $BROWSER may take its time, and requests wait for it.
         threading.Thread(target=webbrowser.open, args=(inspector,), daemon=True).start()
