@@ -147,10 +147,8 @@ class Origin:
         return cls(by="agent", agent=agent, chat=chat, branch=branch)
 
     def to_json(self) -> EntryOrigin:
-        """The origin as stored."""
-        if self.by == "person":
-            return {"by": "person", "source": self.source}
-        return {"by": "agent", "agent": self.agent, "chat": self.chat, "branch": self.branch}
+        """The origin as stored: a person's source, or an agent's agent, chat and branch."""
+        return cast(EntryOrigin, {k: v for k, v in asdict(self).items() if v is not None})
 
 
 @dataclass(frozen=True)
@@ -163,16 +161,6 @@ class Candidate:
     tags: tuple[str, ...] = ()
 
 
-class Saved(TypedDict):
-    """``SaveOutcome.to_json``."""
-
-    action: Action
-    id: str
-    name: str
-    kind: str
-    version: int
-
-
 @dataclass(frozen=True)
 class SaveOutcome:
     """What saving a candidate did, to which entry, and its version afterwards."""
@@ -183,9 +171,14 @@ class SaveOutcome:
     kind: str
     version: int
 
-    def to_json(self) -> Saved:
+    def to_json(self) -> dict[str, object]:
         """The outcome as ``--json`` prints it and a review's record lists it."""
-        return cast(Saved, asdict(self))
+        return asdict(self)
+
+    @classmethod
+    def of(cls, action: Action, entry: RegistryEntry) -> SaveOutcome:
+        """What ``action`` left ``entry`` as."""
+        return cls(action, entry["id"], entry["name"], entry["kind"], entry["version"])
 
 
 @dataclass(frozen=True)
@@ -383,7 +376,15 @@ def _read(store: Store, entry_id: str) -> RegistryEntry:
 def get_entry(store: Store | None, *, entry_id: str) -> RegistryEntry:
     """One live entry named by its id, short id or a unique prefix (exit 3, or 4 if ambiguous)."""
     store = open_store(store)
-    entry_id = find_entry_id(store, entry_id)
+
+    def missing(ref: str) -> NotFound:
+        hint = "list the entries with `belt registry list`"
+        return NotFound(f"no registry entry {ref}", hint=hint)
+
+    plural = "registry entries"
+    entry_id = find_id(
+        store, ENTRY, entry_id, what="registry entry", plural=plural, missing=missing
+    )
     try:
         entry = _read(store, entry_id)
     except NotFound:
@@ -391,20 +392,6 @@ def get_entry(store: Store | None, *, entry_id: str) -> RegistryEntry:
     if entry.get("removed_at"):
         raise NotFound(f"no registry entry {entry_id} (it was removed)")
     return entry
-
-
-def find_entry_id(store: Store, ref: str) -> str:
-    """The id of the registry entry ``ref`` names: its id, short id or a unique prefix."""
-    return find_id(
-        store,
-        ENTRY,
-        ref,
-        what="registry entry",
-        plural="registry entries",
-        missing=lambda r: NotFound(
-            f"no registry entry {r}", hint="list the entries with `belt registry list`"
-        ),
-    )
 
 
 def list_entries(
@@ -588,28 +575,21 @@ def _save_one(
         "origin": origin.to_json(),
     }
     if existing is None:
-        entry_id = new_id("re")
         entry: RegistryEntry = {
-            "id": entry_id,
+            "id": new_id("re"),
             "owner": owner,
             "name": candidate.name,
-            "kind": candidate.kind,
-            "tags": list(candidate.tags),
-            "text": candidate.text,
-            "version": 1,
-            "origin": origin.to_json(),
+            **version,
             "versions": [version],
-            "created_at": stamp,
             "updated_at": stamp,
             "removed_at": None,
         }
-        store.create(ENTRY, entry_id, entry)
-        store.link(ENTRIES, owner, entry_id)
-        return SaveOutcome("created", entry_id, candidate.name, candidate.kind, 1), entry
+        store.create(ENTRY, entry["id"], entry)
+        store.link(ENTRIES, owner, entry["id"])
+        return SaveOutcome.of("created", entry), entry
     entry = _read(store, existing)
     if same_meaning(entry["text"], candidate.text):
-        skipped = SaveOutcome("skipped", existing, entry["name"], entry["kind"], entry["version"])
-        return skipped, None
+        return SaveOutcome.of("skipped", entry), None
 
     def add_version(data: RegistryEntry) -> RegistryEntry:
         current = _checked(store, existing, data)
@@ -622,7 +602,7 @@ def _save_one(
     # The index line first: if belt stops between the two, readers see a stale index.
     store.link(ENTRIES, owner, existing)
     entry = store.update(ENTRY, existing, add_version)
-    return SaveOutcome("versioned", existing, entry["name"], entry["kind"], entry["version"]), entry
+    return SaveOutcome.of("versioned", entry), entry
 
 
 def add_entry(
@@ -668,9 +648,8 @@ def remove_entry(
 ) -> RegistryEntry:
     """Remove an entry from its owner's registry; its file stays, marked removed (exit 3)."""
     store = open_store(store)
-    entry_id = find_entry_id(store, entry_id)
-    owner = get_entry(store, entry_id=entry_id)["owner"]
-    check_id(owner, what="owner")
+    found = get_entry(store, entry_id=entry_id)
+    entry_id, owner = found["id"], check_id(found["owner"], what="owner")
     stamp = timestamp(now or utcnow())
 
     def remove(index: SearchIndex) -> RegistryEntry:
@@ -685,22 +664,11 @@ def remove_entry(
     return _change(store, owner, remove)
 
 
-def _asked(store: Store | None, owner: str, limit: int) -> tuple[Store, int]:
-    store = open_store(store)
-    check_id(owner, what="owner")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
-    return store, limit
-
-
 def search(
     store: Store | None, *, owner: str = DEFAULT_OWNER, query: str, limit: int = 10
 ) -> list[Match]:
     """``owner``'s entries that share a term with ``query``, best first (any text is a query)."""
-    store, limit = _asked(store, owner, limit)
-    if not isinstance(query, str):
-        raise InvalidInput("a query is text")
-    return _ranked(store, owner, query, limit=limit, min_terms=1, relevant=MIN_SHARED_TERMS)
+    return _ranked(store, owner, query, limit, "query", min_terms=1, relevant=MIN_SHARED_TERMS)
 
 
 def suggest(
@@ -714,25 +682,31 @@ def suggest(
 ) -> list[Match]:
     """Up to ``limit`` entries sharing ``MIN_SHARED_TERMS`` terms with ``prompt``, as ranked by
     ``search``, less ``exclude_ids`` and ``exclude_origin_agent``'s extractions."""
-    store, limit = _asked(store, owner, limit)
     if exclude_origin_agent is not None:
         check_id(exclude_origin_agent, what="agent id")
-    excluded = list(dict.fromkeys(exclude_ids))
-    if not all(isinstance(item, str) for item in excluded):
+    if not all(isinstance(item, str) for item in exclude_ids):
         raise InvalidInput("exclude_ids holds ids (strings)")
-    if not isinstance(prompt, str):
-        raise InvalidInput("a prompt is text")
-    excluding = {"exclude_ids": excluded, "exclude_agent": exclude_origin_agent}
-    return _ranked(store, owner, prompt, limit=limit, min_terms=MIN_SHARED_TERMS, **excluding)
+    excluding = {"exclude_ids": exclude_ids, "exclude_agent": exclude_origin_agent}
+    return _ranked(store, owner, prompt, limit, "prompt", min_terms=MIN_SHARED_TERMS, **excluding)
 
 
-def _ranked(store: Store, owner: str, text: str, **options: Any) -> list[Match]:
+def _ranked(
+    store: Store | None, owner: str, text: str, limit: int, what: str, **options: Any
+) -> list[Match]:
     """The ranking behind ``search`` and ``suggest``, each match's relevance against the best."""
+    store = open_store(store)
+    check_id(owner, what="owner")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit {limit!r} is not a whole number from 1 to {MAX_LIMIT}")
+    if not isinstance(text, str):
+        raise InvalidInput(f"a {what} is text")
     phrases = query_phrases(query_words(text))
     if not phrases:
         return []
     hits = _query(
-        store, owner, lambda index, journal: index.search(phrases, journal=journal, **options)
+        store,
+        owner,
+        lambda index, journal: index.search(phrases, limit=limit, journal=journal, **options),
     )
     best = max((hit.score for hit in hits), default=0.0)
     return [

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 from belt.store.shapes import record_shape
 
 if TYPE_CHECKING:
-    from belt.records.registry import Saved
     from belt.store import Store
 
 SIM = "sim"
@@ -152,7 +151,7 @@ def change_sim(store: Store, sim_id: str, change: Callable[[Sim], Sim]) -> Sim:
     return store.update(SIM, sim_id, change)
 
 
-def set_review_outcomes(store: Store, sim_id: str, outcomes: list[Saved]) -> None:
+def set_review_outcomes(store: Store, sim_id: str, outcomes: list[dict[str, object]]) -> None:
     """Record on a review's simulation what saving each of its candidates did."""
 
     def apply(sim: Sim) -> Sim:

@@ -79,14 +79,13 @@ def start_review(loop: PlatformLoop, review: Review) -> None:
         from belt.records.registry import Origin, check_candidate, save_candidate  # noqa: PLC0415 - a platform run loads no registry (sqlite3)
 
         origin = Origin.extraction(agent=review.agent_id, chat=review.chat_id, branch=branch_id)
-        outcomes = []
-        for position, raw in enumerate(candidates):
-            where = f"reviews[{number - 1}].candidates[{position}]"
-            candidate = check_candidate(raw, where=where)
-            outcome = save_candidate(store, owner=review.owner, candidate=candidate, origin=origin)
-            outcomes.append(outcome.to_json())
-        set_review_outcomes(store, str(sim["id"]), outcomes)
-        set_outputs(store, branch_id, [o["id"] for o in outcomes if o["action"] != "skipped"])
+        where = f"reviews[{number - 1}].candidates"
+        checked = (check_candidate(raw, where=f"{where}[{p}]") for p, raw in enumerate(candidates))
+        saved = [
+            save_candidate(store, owner=review.owner, candidate=c, origin=origin) for c in checked
+        ]
+        set_review_outcomes(store, str(sim["id"]), [outcome.to_json() for outcome in saved])
+        set_outputs(store, branch_id, [o.id for o in saved if o.action != "skipped"])
         return None
 
     history = recorder.messages[: ancestor + 1]
