@@ -295,11 +295,9 @@ class InProcess:
     ) -> WebhookResult:
         """Call ``func`` in this thread's worker within ``timeout`` seconds, as ``deliver`` does
         (an exception's message cut to ``message_limit`` characters, None: whole)."""
-        argument, refused = _argument(label, func, payload)
-        if refused is not None:
-            return refused
+        if isinstance(call := _prepared(label, func, payload), WebhookResult):
+            return call
         started = time.perf_counter()
-        call = _Call(func, argument)
         worker = self._hand(call)
         try:
             returned = bool(worker.answered.poll(max(timeout, 0.0) * 1000))
@@ -326,22 +324,21 @@ class InProcess:
                 self._abandon(worker)
 
 
-def _argument(
-    label: str, func: Handler, payload: Mapping[str, object]
-) -> tuple[Any, WebhookResult | None]:
-    """What ``func`` is called with for ``payload``, or the failed result."""
+def _prepared(label: str, func: Handler, payload: Mapping[str, object]) -> _Call | WebhookResult:
+    """The call of ``func`` on ``payload``, or the failed result."""
     # The exact JSON a webhook would be sent, decoded afresh: the handler cannot change the
     # payload the caller keeps.
     try:
         decoded = from_json(encode_payload(payload))
-        return LifecycleHookPayload.model_validate(decoded) if wants_model(func) else decoded, None
+        return _Call(
+            func, LifecycleHookPayload.model_validate(decoded) if wants_model(func) else decoded
+        )
     except ValidationError as exc:
         problem = "; ".join(model_problems(exc))
         error = f"{label} wants a LifecycleHookPayload and the payload is not one: {problem}"
-        return None, WebhookResult(None, "", None, error, 0)
     except (TypeError, ValueError) as exc:  # a lone surrogate, a value JSON cannot hold
         error = f"the payload cannot be sent as JSON: {type(exc).__name__}"
-        return None, WebhookResult(None, "", None, error, 0)
+    return WebhookResult(None, "", None, error, 0)
 
 
 def _answered(label: str, call: _Call, duration: int, message_limit: int | None) -> WebhookResult:
@@ -367,13 +364,10 @@ def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
     """:meth:`InProcess.deliver` in a supervised worker: in this thread, with no deadline of its
     own and no exception object kept (the result crosses to belt)."""
     func = _loaded(_load, spec, spec)
-    if isinstance(func, WebhookResult):
-        return func
-    argument, refused = _argument(spec, func, payload)
-    if refused is not None:
-        return refused
+    call = func if isinstance(func, WebhookResult) else _prepared(spec, func, payload)
+    if isinstance(call, WebhookResult):
+        return call
     started = time.perf_counter()
-    call = _Call(func, argument)
     call.run()
     duration = round((time.perf_counter() - started) * 1000)
     result = _answered(spec, call, duration, ERROR_MESSAGE_LIMIT)
