@@ -38,7 +38,7 @@ class Declaration:
     hooks: list[LifecycleHookConfig] = field(default_factory=list)
     lifecycle_hooks: LifecycleHooks | None = None
     shape: str = ""
-    failure: ExitCode = ExitCode.INVALID_INPUT
+    failure: ExitCode = ExitCode.INVALID_INPUT  # why it is not ok (5 invalid, 3 missing)
     count: int | None = None  # how many hooks a scenario of a dialect of its own declares
     where: str = "hooks"  # what the positions of its hooks are prefixed with
     located: dict[int, Located] = field(default_factory=dict)  # a scenario's py: hooks, by index
@@ -47,11 +47,6 @@ class Declaration:
     def ok(self) -> bool:
         """True when the file holds no error."""
         return self.findings.ok
-
-    @property
-    def exit_code(self) -> ExitCode:
-        """OK for a clean file, else why it failed (5 invalid, 3 missing)."""
-        return ExitCode.OK if self.ok else self.failure
 
     def hook_count(self) -> int:
         """How many hooks (or Nexus boundaries) the file declares."""
@@ -191,4 +186,4 @@ def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declar
 
 def exit_code(reports: list[Declaration]) -> ExitCode:
     """The exit code of a validation run: the most serious failure among the files."""
-    return max((report.exit_code for report in reports), default=ExitCode.OK)
+    return max((report.failure for report in reports if not report.ok), default=ExitCode.OK)
