@@ -648,9 +648,8 @@ def run_check(
         timeout=timeout,
     )
     if not allow_network and (problems := network_problems(subjects)):
-        raise InvalidInput(
-            "belt check sends only to this machine", problems=problems, hint=OFFLINE_HINT
-        )
+        message = "belt check sends only to this machine"
+        raise InvalidInput(message, problems=problems, hint=OFFLINE_HINT)
     chosen_seed = seed if seed is not None else secrets.randbelow(2**32)
     shown = target or "executors"
     if shown.startswith(("http://", "https://")):

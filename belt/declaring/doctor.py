@@ -19,7 +19,7 @@ from belt.declaring.declarations import Declaration, check_document, read_declar
 from belt.deliveries.effects import handler_label, is_in_process, is_loopback_host, url_host
 from belt.engine.dispatch import load_located
 from belt.engine.scenario import LoadedScenario, scenario_from_document
-from belt.errors import BeltError, ExitCode
+from belt.errors import BeltError, InvalidInput
 from belt.handlers.inprocess import Located
 from belt.records.journal import JOURNAL, SERVE
 from belt.records.runs import EVENTS_LOG, RUN
@@ -120,10 +120,11 @@ def read_declared(path: Path, dialect: Dialect | None = None) -> Declaration:
         if isinstance(doc, dict) and "turns" in doc:
             return read_scenario(doc, path)
         if dialect is None and (other := other_file(doc, source)) is not None:
-            return failed(source, other)
+            raise InvalidInput(other)
         return check_document(doc, source, dialect)
-    except BeltError as exc:
-        return failed(source, exc.message, exc.problems, exc.exit_code)
+    except BeltError as exc:  # the file's report says why, as the error would have
+        findings = Findings([exc.message.removeprefix(f"{source}:").lstrip(), *exc.problems])
+        return Declaration(source, None, findings, failure=exc.exit_code)
 
 
 def read_scenario(doc: dict[str, object], path: Path) -> Declaration:
@@ -144,17 +145,6 @@ def read_scenario(doc: dict[str, object], path: Path) -> Declaration:
     declaration.shape = SCENARIO
     declaration.findings.warnings[:0] = loaded.warnings
     return declaration
-
-
-def failed(
-    source: str,
-    message: str,
-    problems: list[str] | None = None,
-    code: ExitCode = ExitCode.INVALID_INPUT,
-) -> Declaration:
-    """The report of a file that failed with ``message`` (and more ``problems``)."""
-    findings = Findings([message.removeprefix(f"{source}:").lstrip(), *(problems or [])])
-    return Declaration(source, None, findings, failure=code)
 
 
 def validate_files(paths: list[Path], dialect: Dialect | None = None) -> list[Declaration]:
