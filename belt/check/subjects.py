@@ -116,9 +116,8 @@ def _from_file(
 ) -> tuple[list[Subject], list[str]]:
     declaration = load_declaration(path)
     if not declaration.ok:
-        raise InvalidInput(
-            f"{path}: not a valid hooks file", problems=declaration.findings.problems
-        )
+        problems = declaration.findings.problems
+        raise InvalidInput(f"{path}: not a valid hooks file", problems=problems)
     subjects: list[Subject] = []
     notes: list[str] = []
     if declaration.dialect == Dialect.PLATFORM:
@@ -152,9 +151,8 @@ def _from_file(
         seconds = timeout or boundary.timeout_ms / 1000
         subjects.append(Subject(event.value, tool.spec, seconds, tool=boundary.tool, executor=tool))
     if not subjects:
-        raise InvalidInput(
-            f"{path}: declares no hook to check" + (f" on {', '.join(events)}" if events else "")
-        )
+        on = f" on {', '.join(events)}" if events else ""
+        raise InvalidInput(f"{path}: declares no hook to check{on}")
     return subjects, notes
 
 

@@ -204,9 +204,8 @@ class ScenarioRun:
         """The status of the first call of ``name`` whose arguments fit (LookupError: none)."""
         if not (calls := self.tool_calls(name, **arguments)):
             made = ", ".join(str(c["tool"]) for c in self.tool_calls()) or "none"
-            raise LookupError(
-                f"no call of {name} with {arguments or 'any arguments'}; made: {made}"
-            )
+            wanted = arguments or "any arguments"
+            raise LookupError(f"no call of {name} with {wanted}; made: {made}")
         return str(calls[0]["status"])
 
     def injections(self, turn: int) -> list[str]:
