@@ -27,7 +27,6 @@ from belt.records.hooktasks import (
     add_task,
     change_task,
     get_task,
-    list_on_run,
     mark_pending,
     read_task,
     start_attempt,
@@ -184,9 +183,8 @@ def schedule_task(
         start_attempt(task, status.value, int(task["attempt"]) + 1, stamp, deadline)
         return task
 
-    if (task := _change(store, identity, rearm)) is None:
+    if (task := _change(store, identity, rearm)) is None:  # kept: asked already, if it asks
         return read_task(store, identity)
-    list_on_run(store, run_id, identity)
     return _ask(store, task)
 
 

@@ -93,11 +93,6 @@ def change_task(store: Store, identity: str, change: Callable[[HookTask], HookTa
     return store.update(HOOKTASK, identity, change)
 
 
-def list_on_run(store: Store, run_id: str, identity: str) -> None:
-    """List a task on its run (again: listing is idempotent)."""
-    store.link(RUN_TASKS, run_id, identity)
-
-
 def run_tasks(store: Store, run_id: str) -> list[HookTask]:
     """A run's hook tasks, in the order they were first scheduled."""
     return [read_task(store, identity) for identity in store.members(RUN_TASKS, run_id)]
