@@ -122,16 +122,14 @@ class Outcome:
         }
 
 
-def check_expectations(
-    raw: Any, dialect: str, findings: Findings, base: str = "expect"
-) -> list[Expectation]:
+def check_expectations(raw: Any, dialect: str, findings: Findings) -> list[Expectation]:
     """Compile every expectation of ``raw``; problems go to ``findings``."""
     if raw is None:
         return []
     if not isinstance(raw, list):
-        findings.error(base, f"expected an array of tables ([[expect]]), got {describe(raw)}")
+        findings.error("expect", f"expected an array of tables ([[expect]]), got {describe(raw)}")
         return []
-    compiled = [_compile(item, i, dialect, findings, f"{base}[{i}]") for i, item in enumerate(raw)]
+    compiled = [_compile(item, index, dialect, findings) for index, item in enumerate(raw)]
     return [expectation for expectation in compiled if expectation is not None]
 
 
@@ -169,9 +167,8 @@ def _refuse(source: str, problems: list[str]) -> None:
         raise InvalidInput(f"{source}: {problems[0]}", problems=problems[1:]) from None
 
 
-def _compile(
-    item: Any, index: int, dialect: str, findings: Findings, path: str
-) -> Expectation | None:
+def _compile(item: Any, index: int, dialect: str, findings: Findings) -> Expectation | None:
+    path = f"expect[{index}]"
     if not isinstance(item, dict):
         findings.error(path, f"expected a table, got {describe(item)}")
         return None
