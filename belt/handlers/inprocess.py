@@ -201,23 +201,6 @@ _idle: list[_Worker] = []
 _idle_lock = threading.Lock()
 
 
-def _take_worker() -> _Worker:
-    """An idle worker of an earlier simulation, else a new one."""
-    with _idle_lock:
-        if _idle:
-            return _idle.pop()
-    return _Worker()
-
-
-def _give_back(worker: _Worker) -> None:
-    """Keep an idle worker for the next simulation, or stop it when enough are kept."""
-    with _idle_lock:
-        if not worker.busy and len(_idle) < IDLE_WORKERS:
-            _idle.append(worker)
-            return
-    worker.stop()
-
-
 def _forget_idle() -> None:
     """In a process just forked: the idle workers' threads are not in it; their pipes go."""
     for worker in _idle:
@@ -244,11 +227,15 @@ class InProcess:
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Give the worker threads back, idle, for the next simulation."""
+        """Give the worker threads back, idle, for the next simulation (stop those not kept)."""
         with self._lock:
             workers, self._workers = list(self._workers.values()), {}
+        with _idle_lock:
+            kept = [w for w in workers if not w.busy][: IDLE_WORKERS - len(_idle)]
+            _idle.extend(kept)
         for worker in workers:
-            _give_back(worker)
+            if worker not in kept:
+                worker.stop()
 
     def handler(self, spec: str) -> Handler:
         """The callable of ``spec``, imported on first use (a BeltError when it cannot be)."""
@@ -262,9 +249,11 @@ class InProcess:
     def _worker(self) -> _Worker:
         key = threading.get_ident()
         worker = self._workers.get(key)  # only this thread sets its own
-        if worker is None:
+        if worker is None:  # an idle one of an earlier simulation, else a new one
+            with _idle_lock:
+                idle = _idle.pop() if _idle else None
             with self._lock:
-                worker = self._workers[key] = _take_worker()
+                worker = self._workers[key] = idle or _Worker()
         return worker
 
     def _abandon(self, worker: _Worker) -> None:
