@@ -329,7 +329,6 @@ def compare_result(result: Any, scenario: Path, document: Any, *, update: bool) 
     try:
         result.snapshot = compare(snapshot_path(scenario), text, update=update)
     except BeltError as exc:
-        # A snapshot that cannot be read or written is this scenario's error, not the suite's.
         result.status, result.error = "error", exc.message
         return
     if result.snapshot.failed:
