@@ -43,11 +43,7 @@ def run(
         tail = "serving the waiting tasks once" if once else "Ctrl-C stops"
         output.styled(f"belt executor {worker.name} serving {served}; {tail}", "bold", stderr=True)
 
-    def report(record: dict[str, object]) -> None:
-        if json_:
-            output.print_json_line(record)
-        else:
-            output.styled(*task_line(record))
+    report = output.print_json_line if json_ else lambda record: output.styled(*task_line(record))
 
     count = run_worker(tools=tool, once=once, report=report, on_start=started)
     if once:
