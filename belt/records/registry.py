@@ -54,16 +54,6 @@ ENTRIES = "registry-entries"
 _OWNER_LOCK = "registry-owner"
 
 
-class EntryOrigin(TypedDict):
-    """Where a version came from, as ``Origin.to_json`` stores it."""
-
-    by: Literal["person", "agent"]
-    source: NotRequired[str | None]
-    agent: NotRequired[str | None]
-    chat: NotRequired[str | None]
-    branch: NotRequired[str | None]
-
-
 class EntryVersion(TypedDict):
     """One version of an entry, as it was saved."""
 
@@ -72,7 +62,9 @@ class EntryVersion(TypedDict):
     tags: list[str]
     text: str
     created_at: str
-    origin: EntryOrigin
+    origin: dict[str, str]
+    """``Origin.to_json``: ``by`` a person (its ``source``) or an agent (``agent``, ``chat``,
+    ``branch``)."""
 
 
 class RegistryEntry(EntryVersion):
@@ -115,7 +107,6 @@ CANDIDATE_SCHEMA: dict[str, object] = {
     "additionalProperties": False,
 }
 """The keys and limits ``check_candidate`` applies, as JSON Schema."""
-_TEXT_CONTROLS_ALLOWED = {"\n", "\t"}
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode's category Cc, all of it
 
 Action = Literal["created", "versioned", "skipped"]
@@ -146,9 +137,9 @@ class Origin:
             check_id(value, what=what)
         return cls(by="agent", agent=agent, chat=chat, branch=branch)
 
-    def to_json(self) -> EntryOrigin:
-        """The origin as stored: a person's source, or an agent's agent, chat and branch."""
-        return cast(EntryOrigin, {k: v for k, v in asdict(self).items() if v is not None})
+    def to_json(self) -> dict[str, str]:
+        """The origin as stored: its fields that are set."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -319,7 +310,7 @@ def _unprintable(value: str, *, one_line: bool = True) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         return "is not valid Unicode text (it holds a lone surrogate)"
-    allowed = set() if one_line else _TEXT_CONTROLS_ALLOWED
+    allowed = "" if one_line else "\n\t"
     found = next((c for c in _CONTROLS.findall(value) if c not in allowed), None)
     return None if found is None else f"holds the control character U+{ord(found):04X}"
 
