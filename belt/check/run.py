@@ -221,9 +221,7 @@ class Explorer:
             failures = self.sent(case, payload, counting)
             failed = sorted({check for check, _ in failures}) or None
             attributes = {"belt.check.counted": counting, "belt.check.failed": failed}
-            tracing.set_attributes(span, attributes)
-            if failed:
-                tracing.fail(span, "case failed")
+            tracing.set_attributes(span, attributes, "case failed" if failed else None)
         if counting:
             self.report.cases += 1
             self.counted(self.report.cases)

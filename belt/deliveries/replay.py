@@ -549,9 +549,7 @@ def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None
         "belt.replay.changed": row.changed or None,
         "belt.dialect": dialects.speaking(event).name,
     }
-    tracing.set_attributes(span, attributes)
-    if now.error:
-        tracing.fail(span, "hook failed")
+    tracing.set_attributes(span, attributes, "hook failed" if now.error else None)
 
 
 def _journal(store: Store, replay_id: str, source: str, target: str, row: Row) -> None:

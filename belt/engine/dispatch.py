@@ -389,9 +389,8 @@ class Dispatcher:
                 "belt.hook.counted_as": counted if run.error else None,
                 "belt.dialect": "platform",
             },
+            "hook failed" if run.error else None,
         )
-        if run.error:
-            tracing.fail(span, "hook failed")
 
     def run_webhook(self, run: HookRun, payload: Mapping[str, object]) -> None:
         """Call a webhook; a failure counts as allow, or deny on gate-able events if fail-closed."""

@@ -26,7 +26,7 @@ class RunSpans:
             "belt.sim.id": sim["id"],
             "belt.dialect": dialect,
         }
-        self.turn_span: Any = None  # the span of the model turn being taken
+        self.turn = contextlib.ExitStack()  # the span of the model turn being taken
 
     @contextlib.contextmanager
     def traced(self, execution: Execution) -> Iterator[Any]:
@@ -35,32 +35,23 @@ class RunSpans:
             yield None
             return
         kept = execution.state.get("trace")
-        attributes = {
-            **self.agent,
-            "belt.run.id": execution.run_id,
-            "belt.run.resumed": bool(kept) or None,
-        }
-        name = f"invoke_agent {attributes['gen_ai.agent.name']}"
+        name = f"invoke_agent {self.agent['gen_ai.agent.name']}"
+        run = {"belt.run.id": execution.run_id, "belt.run.resumed": bool(kept) or None}
         with (
             tracing.parented(**kept) if isinstance(kept, dict) else nullcontext(),
-            tracing.span(name, attributes) as span,
+            tracing.span(name, {**self.agent, **run}) as span,
         ):
             if not kept:
                 execution.state["trace"] = tracing.current()
             try:
                 yield span
             finally:
-                self.end_turn()
+                self.turn.close()
 
     def trace_turn(self, index: int) -> None:
         """A model turn begins: its span (``belt.turn``) is current until the next or the end."""
-        self.end_turn()
-        self.turn_span = tracing.begin("belt.turn", {"belt.turn.index": index})
-
-    def end_turn(self) -> None:
-        """End the span of the model turn being taken, if any."""
-        handle, self.turn_span = self.turn_span, None
-        tracing.end(handle)
+        self.turn.close()
+        self.turn.enter_context(tracing.span("belt.turn", {"belt.turn.index": index}))
 
     def model_span(self, tokens: int | None) -> AbstractContextManager[Any]:
         """The span of one model call (GenAI ``chat``)."""
@@ -73,8 +64,6 @@ class RunSpans:
 
     def tool_span(self, name: str, invocation: Mapping[str, Any]) -> AbstractContextManager[Any]:
         """The span of one tool call (GenAI ``execute_tool``): its hooks and its run."""
-        if not tracing.on():
-            return nullcontext()
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,

@@ -31,7 +31,6 @@ _provider: Any = None
 _hinted = False
 _threads: set[threading.Thread] = set()  # the SDK's export threads tracing started here
 _NOOP: ContextManager[Any] = contextlib.nullcontext()
-_KINDS = ("internal", "server", "client", "producer", "consumer")
 
 
 def on() -> bool:
@@ -67,10 +66,10 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         timed = any(os.environ.get(f"OTEL_EXPORTER_OTLP_{part}TIMEOUT") for part in ("TRACES_", ""))
-        exporter = OTLPSpanExporter(
+        exporter = _gives_up(OTLPSpanExporter)(
             endpoint=traces_url(otlp) if otlp else None, timeout=None if timed else EXPORT_SECONDS
         )
-        provider.add_span_processor(_batched(_gives_up(exporter)))
+        provider.add_span_processor(_batched(exporter))
     if trace_file is not None:
         provider.add_span_processor(_batched(_file_exporter(trace_file)))
     _once_per_process()
@@ -101,29 +100,24 @@ def _threads_of_child() -> None:
 
 
 def _gives_up(exporter: Any) -> Any:
-    """``exporter``, dropping spans after one failed export (a flag shared with forked workers)."""
+    """The class ``exporter`` dropping spans after one failed export (a flag shared with forked
+    workers)."""
     import mmap  # noqa: PLC0415 - start-up: when tracing only
 
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import SpanExportResult
 
     failed = mmap.mmap(-1, 1)
 
-    class GivesUp(SpanExporter):
+    class GivesUp(exporter):  # type: ignore[misc]
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             if failed[0]:
                 return SpanExportResult.FAILURE
-            result: SpanExportResult = exporter.export(spans)
+            result: SpanExportResult = super().export(spans)
             if result is not SpanExportResult.SUCCESS:
                 failed[0] = 1
             return result
 
-        def shutdown(self) -> None:
-            exporter.shutdown()
-
-        def force_flush(self, timeout_millis: int = 30000) -> bool:
-            return bool(exporter.force_flush(timeout_millis))
-
-    return GivesUp()
+    return GivesUp
 
 
 @functools.cache
@@ -194,7 +188,7 @@ class _Current:
         name, attributes, kind, start_time_ns, links = self.started
         self.span = _tracer.start_span(
             name,
-            kind=trace.SpanKind[kind.upper()] if kind in _KINDS else trace.SpanKind.INTERNAL,
+            kind=trace.SpanKind[kind.upper()],
             attributes=attributes,
             start_time=start_time_ns,
             links=[_link(link) for link in links if link],
@@ -214,25 +208,10 @@ class _Current:
         self.span.end()
 
 
-def begin(name: str, attributes: Mapping[str, Any] | None = None) -> Any:
-    """Start a span current until :func:`end` (a turn's), ended in reverse order; None if off."""
-    if not _on:
-        return None
-    handle = _Current(name, _clean(attributes), "internal", None, ())
-    handle.__enter__()
-    return handle
-
-
-def end(handle: Any) -> None:
-    """End a span :func:`begin` started and make its parent current again."""
-    if handle is not None:
-        handle.__exit__(None, None, None)
-
-
 def carried() -> dict[str, Any] | None:
     """What a record keeps of a span that starts now and ends where a gate is settled."""
     found = current()
-    return None if found is None else {**found, "start_ns": now_ns()}
+    return None if found is None else {**found, "start_ns": time.time_ns()}
 
 
 def settlement(how: str, door: str | None = None) -> ContextManager[Any]:
@@ -259,18 +238,15 @@ def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[s
             pass
 
 
-def set_attributes(span: Any, attributes: Mapping[str, Any]) -> None:
-    """Set attributes on a span (``None`` values left out); nothing when the span is ``None``."""
+def set_attributes(span: Any, attributes: Mapping[str, Any], failed: str | None = None) -> None:
+    """Set attributes on a span (``None`` values left out) and, when ``failed`` (a short fixed
+    phrase, never payload text), its ERROR status; nothing when the span is ``None``."""
     if span is not None:
         span.set_attributes(_clean(attributes))
+        if failed:
+            from opentelemetry.trace import Status, StatusCode
 
-
-def fail(span: Any, description: str) -> None:
-    """Mark a span as failed with a short fixed phrase, never payload text; nothing for ``None``."""
-    if span is not None:
-        from opentelemetry.trace import Status, StatusCode
-
-        span.set_status(Status(StatusCode.ERROR, description[:REASON_LIMIT]))
+            span.set_status(Status(StatusCode.ERROR, failed[:REASON_LIMIT]))
 
 
 def current() -> dict[str, str] | None:
@@ -283,11 +259,6 @@ def current() -> dict[str, str] | None:
     if not context.is_valid:
         return None
     return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
-
-
-def now_ns() -> int:
-    """The clock spans are stamped with, for a span that starts here and ends elsewhere."""
-    return time.time_ns()
 
 
 def bounded(text: str | None) -> str | None:
@@ -393,9 +364,6 @@ def _file_exporter(path: Path) -> Any:
         def shutdown(self) -> None:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
-
-        def force_flush(self, timeout_millis: int = 30000) -> bool:
-            return True
 
     return FileSpanExporter()
 

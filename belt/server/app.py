@@ -289,7 +289,7 @@ class HookService:
         if self.connections is None and "state" in scope:
             self.connections = scope["state"].get(LIMITS)
         self.deciding += 1
-        traced = tracing.now_ns() if tracing.on() else None
+        traced = time.time_ns() if tracing.on() else None
         record: ServeLine = {
             "kind": "hook",
             "at": stamp_now(),

@@ -63,10 +63,9 @@ class TracedRequests:
             async def sending(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     status = message["status"]
-                    tracing.set_attributes(span, {"http.response.status_code": status})
-                    if status >= 500:
-                        tracing.set_attributes(span, {"error.type": str(status)})
-                        tracing.fail(span, f"HTTP {status}")
+                    error = str(status) if status >= 500 else None
+                    attributes = {"http.response.status_code": status, "error.type": error}
+                    tracing.set_attributes(span, attributes, error and f"HTTP {status}")
                 await send(message)
 
             await self.app(scope, receive, sending)
@@ -97,9 +96,9 @@ def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
         "belt.hook.error": tracing.bounded(record.get("error")),
     }
     name = f"belt.hook {event}" if event else "belt.hook"
-    with tracing.span(name, attributes, start_time_ns=started_ns) as span:
-        if record.get("error"):
-            tracing.fail(span, f"HTTP {record.get('status')}")
+    failed = f"HTTP {record.get('status')}" if record.get("error") else None
+    with tracing.span(name, start_time_ns=started_ns) as span:
+        tracing.set_attributes(span, attributes, failed)
 
 
 def injection_size(response: Any) -> int:

@@ -99,9 +99,8 @@ def trace_task(span: Any, event: str, task: HookTask) -> None:
             "belt.hook.counted_as": "attention_hold" if failed else None,
             "belt.dialect": "nexus",
         },
+        "hook task failed" if failed else None,
     )
-    if failed:
-        tracing.fail(span, "hook task failed")
 
 
 def initial_state(turn: NexusTurnSpec) -> dict[str, Any]:
