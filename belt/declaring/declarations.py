@@ -7,7 +7,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from belt.display.text import describe
 from belt.errors import ExitCode, InvalidInput
@@ -24,9 +24,6 @@ from belt.wire.validate import (
     check_platform_hooks,
 )
 
-if TYPE_CHECKING:
-    from belt.handlers.inprocess import Located
-
 
 @dataclass
 class Declaration:
@@ -41,18 +38,7 @@ class Declaration:
     failure: ExitCode = ExitCode.INVALID_INPUT  # why it is not ok (5 invalid, 3 missing)
     count: int | None = None  # how many hooks a scenario of a dialect of its own declares
     where: str = "hooks"  # what the positions of its hooks are prefixed with
-    located: dict[int, Located] = field(default_factory=dict)  # a scenario's py: hooks, by index
-
-    @property
-    def ok(self) -> bool:
-        """True when the file holds no error."""
-        return self.findings.ok
-
-    def hook_count(self) -> int:
-        """How many hooks (or Nexus boundaries) the file declares."""
-        if self.count is not None:
-            return self.count
-        return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else len(self.hooks)
+    located: dict[int, Any] = field(default_factory=dict)  # a scenario's py: hooks, Located
 
     def summary(self) -> dict[str, object]:
         """A JSON-ready report of this file."""
