@@ -50,7 +50,9 @@ class Target:
         if self.kind == "http":
             return post_input(self.spec, task_input, timeout)
         assert self.func is not None, "a py: target is called once loaded"
-        return call_function(self.func, task_input, timeout)
+        call = functools.partial(called, self.func, task_input)  # in a thread, left behind late
+        outcome = in_thread(call, max(timeout, 0.001), name="belt-py-tool")
+        return ToolOutcome(timed_out=True) if outcome is None else outcome[1]
 
 
 SHAPE = "cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
@@ -155,13 +157,6 @@ def post_input(url: str, task_input: Input, timeout: float) -> ToolOutcome:
     if not response.is_success:
         return ToolOutcome(failure=f"{host} answered HTTP {response.status_code}")
     return _decode(raw, f"the body from {host}")
-
-
-def call_function(func: Callable[..., Any], task_input: Input, timeout: float) -> ToolOutcome:
-    """``called`` in a thread of its own, waited for up to ``timeout`` (then left behind)."""
-    call = functools.partial(called, func, task_input)
-    outcome = in_thread(call, max(timeout, 0.001), name="belt-py-tool")
-    return ToolOutcome(timed_out=True) if outcome is None else outcome[1]
 
 
 def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
