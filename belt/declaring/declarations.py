@@ -40,6 +40,17 @@ class Declaration:
     where: str = "hooks"  # what the positions of its hooks are prefixed with
     located: dict[int, Any] = field(default_factory=dict)  # a scenario's py: hooks, Located
 
+    @property
+    def ok(self) -> bool:
+        """True when the file holds no error."""
+        return self.findings.ok
+
+    def hook_count(self) -> int:
+        """How many hooks (or Nexus boundaries) the file declares."""
+        if self.count is not None:
+            return self.count
+        return len(self.lifecycle_hooks.declared()) if self.lifecycle_hooks else len(self.hooks)
+
     def summary(self) -> dict[str, object]:
         """A JSON-ready report of this file."""
         out: dict[str, object] = {
