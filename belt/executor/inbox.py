@@ -274,8 +274,7 @@ def abandoned(claim: Any) -> bool:
     """True for a claim whose worker, a process of this host, is gone (others run to deadline)."""
     if not isinstance(claim, dict) or not isinstance(claim.get("mark"), str):
         return False
-    holder = {key: claim.get(key) for key in _HOLDER}
-    return claim.get("host") == leases.host() and not leases.holder_alive(holder)
+    return claim.get("host") == leases.host() and not leases.holder_alive(claim)
 
 
 def release_abandoned(store: Store, identity: str) -> HookTask | None:
