@@ -534,10 +534,7 @@ class Replay:
 def trace_row(span: Any, event: str, row: Row, delivered: WebhookResult) -> None:
     """What a replayed delivery's span says: never the payload nor the injection's text."""
     response, now = (delivered.response if delivered.error is None else None), row.now
-    size = None
-    if response is not None and response.injected:
-        text = (response.inject.content if response.inject else "") + (response.system or "")
-        size = len(text.encode())
+    size = response.injection_size if response is not None and response.injected else None
     attributes = {
         "belt.hook.event": event,
         "belt.hook.decision": now.decision,

@@ -370,10 +370,7 @@ class Dispatcher:
                 handler_type = "py"
             else:
                 host = url_host(destination)
-        size = None
-        if run.injected and (response := run.response) is not None:
-            text = (response.inject.content if response.inject else "") + (response.system or "")
-            size = len(text.encode())
+        size = run.response.injection_size if run.injected and run.response else None
         counted = (run.decision or HookDecision.ALLOW).value
         tracing.set_attributes(
             span,

@@ -104,6 +104,11 @@ class LifecycleHookResponse(Strict):
         """True when the response carries ``inject`` or ``system`` content."""
         return self.inject is not None or bool(self.system)
 
+    @property
+    def injection_size(self) -> int:
+        """The UTF-8 bytes of its ``inject`` content and ``system`` (a hook span's count)."""
+        return len(((self.inject.content if self.inject else "") + (self.system or "")).encode())
+
 
 class InterruptDTO(_Open):
     """An interrupt as the platform API returns it."""
