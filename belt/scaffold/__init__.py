@@ -21,17 +21,11 @@ from typing import Any, NamedTuple
 
 from belt.errors import Conflict, InvalidInput
 
-
-class Framework(StrEnum):
-    """What the hook is written on: a ``py:`` function, or that function served over HTTP."""
-
-    py = "py"
-    stdlib = "stdlib"
-    starlette = "starlette"
+# What the hook is written on: a ``py:`` function, or that function served over HTTP.
+Framework = StrEnum("Framework", "py stdlib starlette")
 
 
-@dataclass(frozen=True)
-class Planned:
+class Planned(NamedTuple):
     """One file ``belt init`` writes: its name in the directory, its text, what it is."""
 
     name: str
