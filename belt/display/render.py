@@ -36,32 +36,24 @@ def conversation(
     messages: list[Message], show: Render, quiet: list[Delivery]
 ) -> list[tuple[Message, Lines]]:
     """Each message with its lines, a hook row (or ``quiet`` delivery) under its tool call."""
-    invocations = {
-        str(invocation["id"]): message["id"]
-        for message in messages
-        for invocation in message.get("tool_invocations") or []
-    }
+    owner = {str(i["id"]): m["id"] for m in messages for i in m.get("tool_invocations") or []}
+    about = {m["id"]: str((m.get("sim") or {}).get("invocation_id") or "") for m in messages}
     # A row shown under its tool call stands, for what came after it, for the call's message.
     moved = {
-        message["id"]: invocations[about]
-        for message in messages
-        if message["role"] == "event"
-        and (about := str((message.get("sim") or {}).get("invocation_id") or "")) in invocations
+        m["id"]: owner[about[m["id"]]]
+        for m in messages
+        if m["role"] == "event" and about[m["id"]] in owner
     }
     under: dict[str, Lines] = {}
     after: dict[str, Lines] = {}
     for record in quiet:
-        about, follows = str(record.get("invocation_id") or ""), str(record.get("after_message"))
-        place = (under, about) if about in invocations else (after, moved.get(follows, follows))
+        call, follows = str(record.get("invocation_id") or ""), str(record.get("after_message"))
+        place = (under, call) if call in owner else (after, moved.get(follows, follows))
         place[0].setdefault(place[1], []).append(quiet_line(record))
-    for message in messages:
-        if message["id"] in moved:
-            about = str((message.get("sim") or {}).get("invocation_id") or "")
-            under.setdefault(about, []).extend(show(message))
+    for message in (m for m in messages if m["id"] in moved):
+        under.setdefault(about[message["id"]], []).extend(show(message))
     out: list[tuple[Message, Lines]] = []
-    for message in messages:
-        if message["id"] in moved:
-            continue
+    for message in (m for m in messages if m["id"] not in moved):
         lines = show(message)
         tools = [i for i, (text, _) in enumerate(lines) if text.startswith("  tool     ")]
         calls = message.get("tool_invocations") or []

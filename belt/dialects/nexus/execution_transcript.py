@@ -50,8 +50,7 @@ def execution_header(entry: ExecutionEntry, runs: dict[str, ReportRun]) -> Lines
         head = f"── turn {entry['turn']} · {kind} · no run (no hooks, no tools) · {entry['state']}"
         return [(head, "bold")]
     lines = [(f"── turn {entry['turn']} · {kind} · run {run['id']} · {run_state(run)}", "bold")]
-    hooks = run.get("hooks") or {}
-    if hooks:
+    if hooks := run.get("hooks"):
         groups: dict[str, list[str]] = {}
         for event, hook in hooks.items():
             limit = f", max {hook['max_continuations']}" if event == "stop" else ""
