@@ -25,12 +25,13 @@ from hypothesis import configuration
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from belt.reading.matching import PATH_PREFIX, REGEX_PREFIX
+from belt.reading.matching import PATH_PREFIX, REGEX_PREFIX, value_matcher
 from belt.reading.strictjson import MAX_DEPTH
 from belt.store.clock import timestamp
 from belt.wire.catalogue import EVENTS
 from belt.wire.nexus import NexusEvent
 from belt.wire.samples import sample_payload
+from belt.wire.validate import Findings
 
 ARGUMENTS_MAX_BYTES = 256 * 1024  # a quarter of the 1 MiB body a hook server reads
 DEEP_MAX = MAX_DEPTH - 10  # the envelope adds its own levels to the strict reader's MAX_DEPTH
@@ -435,23 +436,12 @@ def example_text(pattern: str) -> str:
     return shape.inside if (shape := path_shape(pattern)) else _glob_example(pattern)
 
 
-def _matches(pattern: str, value: str) -> bool:
-    if pattern.startswith(REGEX_PREFIX):
-        try:
-            return re.search(pattern[len(REGEX_PREFIX) :], value) is not None
-        except re.error:
-            return False
-    return fnmatch.fnmatchcase(value, pattern)
-
-
 def example_tool(pattern: str | None) -> str | None:
     """A tool name a property's tool pattern matches (``delete_file`` without one), or None."""
     if pattern is None:
         return TOOLS[0]
-    for name in (example_text(pattern), *TOOLS):
-        if is_tool_name(name) and _matches(pattern, name):
-            return name
-    return None
+    fits = value_matcher(pattern, "tool", Findings()) or (lambda name: False)  # as the property's
+    return next((n for n in (example_text(pattern), *TOOLS) if is_tool_name(n) and fits(n)), None)
 
 
 ABSENT = object()  # a key path left out of the generated arguments
