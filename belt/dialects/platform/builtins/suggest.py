@@ -37,8 +37,11 @@ def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) ->
         exclude_ids=quiet_items(loop.suggested(), count if isinstance(count, int) else 0),
         exclude_origin_agent=loop.sim.agent_id,
     )
+    if not matches:
+        hook_run.response = None
+        return
     lines = [f"- {m.name} ({m.kind}): {short(m.text, PREVIEW_CHARS)}" for m in matches]
     content = "\n".join([f"From the {owner} registry, possibly relevant to this turn:", *lines])
     items = [match.id for match in matches]
     inject = ContextInjection(content=content, ttl_turns=1, dedup_key=SUGGEST, items=items)
-    hook_run.response = LifecycleHookResponse(inject=inject) if matches else None
+    hook_run.response = LifecycleHookResponse(inject=inject)
