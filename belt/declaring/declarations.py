@@ -125,11 +125,8 @@ def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Dec
     shape = shape_of(doc)
     detected = shape and (Dialect.NEXUS if shape in NEXUS_SHAPES else Dialect.PLATFORM)
     if not (chosen := dialect or detected):
-        findings = Findings()
-        findings.error(
-            "(document)", f"expected a hooks array or a lifecycle_hooks object, got {describe(doc)}"
-        )
-        return Declaration(source, None, findings)
+        wanted = "(document): expected a hooks array or a lifecycle_hooks object"
+        return Declaration(source, None, Findings([f"{wanted}, got {describe(doc)}"]))
     if chosen != detected:  # read as the dialect given, whatever its keys suggest
         table = isinstance(doc, dict)
         wrapped = "wrapped" if table and "lifecycle_hooks" in doc else "bare"
@@ -163,17 +160,15 @@ RHO_PLUGIN = "rho.lifecycle_hooks"
 
 def check_rho_config(doc: Any) -> tuple[Findings, LifecycleHooks | None]:
     """Check the lifecycle hooks stored in a rho config file's plugins table."""
-    findings = Findings()
     plugins = doc.get("plugins") if isinstance(doc, dict) else None
     if not isinstance(plugins, dict):
-        findings.error("plugins", f"expected an object, got {describe(plugins)}")
-        return findings, None
+        return Findings([f"plugins: expected an object, got {describe(plugins)}"]), None
+    where = f'plugins["{RHO_PLUGIN}"]'
     if (plugin := plugins.get(RHO_PLUGIN)) is None:
-        return findings, LifecycleHooks()
+        return Findings(), LifecycleHooks()
     if not isinstance(plugin, dict):
-        findings.error(f'plugins["{RHO_PLUGIN}"]', f"expected an object, got {describe(plugin)}")
-        return findings, None
-    return check_nexus_hooks(plugin.get("configuration"), f'plugins["{RHO_PLUGIN}"].configuration')
+        return Findings([f"{where}: expected an object, got {describe(plugin)}"]), None
+    return check_nexus_hooks(plugin.get("configuration"), f"{where}.configuration")
 
 
 def load_declaration(path: str | Path, dialect: Dialect | None = None) -> Declaration:

@@ -246,10 +246,9 @@ def check_platform_hooks(
     items: Any, base: str = "hooks", *, in_process: bool = False
 ) -> tuple[Findings, list[LifecycleHookConfig]]:
     """Check an inference.sh ``hooks`` array: findings and, when clean, the models."""
-    findings = Findings()
     if not isinstance(items, list):
-        findings.error(base, f"expected an array of hooks, got {describe(items)}")
-        return findings, []
+        return Findings([f"{base}: expected an array of hooks, got {describe(items)}"]), []
+    findings = Findings()
     for index, raw in enumerate(items):
         check_platform_hook(raw, f"{base}[{index}]", findings, in_process=in_process)
     return findings, [LifecycleHookConfig.model_validate(raw) for raw in items if findings.ok]
@@ -259,12 +258,11 @@ def check_nexus_hooks(
     raw: Any, base: str = "lifecycle_hooks"
 ) -> tuple[Findings, LifecycleHooks | None]:
     """Check a Nexus ``lifecycle_hooks`` object; return findings and, when clean, the model."""
-    findings = Findings()
     if raw is None:
-        return findings, LifecycleHooks()
+        return Findings(), LifecycleHooks()
     if not isinstance(raw, dict):
-        findings.error(base, f"expected an object or null, got {describe(raw)}")
-        return findings, None
+        return Findings([f"{base}: expected an object or null, got {describe(raw)}"]), None
+    findings = Findings()
     events = [e.value for e in NexusEvent]
     for event, entry in raw.items():
         path = f"{base}.{event}"
@@ -297,10 +295,10 @@ def check_nexus_hooks(
 
 def check_nexus_profile(raw: Any, base: str = "") -> tuple[Findings, LifecycleHooks | None]:
     """Check a whole Nexus configuration declaration: its hooks and its approval mode."""
-    findings = Findings()
     if not isinstance(raw, dict):
-        findings.error(base or "configuration", f"expected an object, got {describe(raw)}")
-        return findings, None
+        return Findings(
+            [f"{base or 'configuration'}: expected an object, got {describe(raw)}"]
+        ), None
     prefix = f"{base}." if base else ""
     findings, hooks = check_nexus_hooks(raw.get("lifecycle_hooks"), f"{prefix}lifecycle_hooks")
     if hooks is not None and hooks.declared():
@@ -316,10 +314,9 @@ def check_decision(
     raw: Any, event: NexusEvent | str, base: str = "structured_content"
 ) -> tuple[Findings, HookDecisionResult | None]:
     """Check a Nexus hook task's decision for ``event``."""
-    findings = Findings()
     if not isinstance(raw, dict):
-        findings.error(base, f"expected an object, got {describe(raw)}")
-        return findings, None
+        return Findings([f"{base}: expected an object, got {describe(raw)}"]), None
+    findings = Findings()
     for key in raw:
         if key not in DECISION_KEYS:
             near = did_you_mean(key, DECISION_KEYS)
