@@ -587,8 +587,6 @@ class NexusLoop:
                 chat_id=self.sim.recorder.chat_id,
             )
             if task["status"] not in FINISHED:
-                if task["status"] == TaskStatus.PENDING:
-                    self.serve_here(task)
                 task = self.await_task(execution, task)
             trace_task(span, event, task)
             if task["status"] == TaskStatus.AWAITING_APPROVAL:
@@ -605,7 +603,8 @@ class NexusLoop:
     def await_task(self, execution: NexusExecution, task: HookTask) -> HookTask:
         """The task once finished (or awaiting an approval nothing settles, without ``--wait``).
 
-        A claim whose worker died goes back to the inbox, served here when this process can."""
+        A pending task (one whose worker died holding it too) is served here when this process
+        can."""
         store = self.sim.store
         identity = str(task["id"])
         told: set[str] = set()
@@ -614,23 +613,21 @@ class NexusLoop:
             current = read_task(store, identity)
             if current["status"] in FINISHED:
                 return current
+            if current["status"] == TaskStatus.PENDING and self.serve_here(current):
+                continue
             if execution.run is not None:
                 execution.run.check_cancelled()
             if current["status"] == TaskStatus.AWAITING_APPROVAL:
                 if not self.sim.holds.settle_scripted(execution):
                     self.sim.holds.wait_out(execution)
                 current = self.await_approval(current, told)
-                if current["status"] == TaskStatus.PENDING:
-                    self.serve_here(current)
-                elif current["status"] == TaskStatus.AWAITING_APPROVAL:
+                if current["status"] == TaskStatus.AWAITING_APPROVAL:
                     if not self.sim.options.wait:
                         return current
                     time.sleep(GATE_POLL)
                 continue
             if current["status"] == TaskStatus.CLAIMED and abandoned(current.get("claim")):
-                released = release_abandoned(store, identity)
-                if released is not None:
-                    self.serve_here(released)
+                if release_abandoned(store, identity) is not None:
                     continue
             if (remaining := time_left(current)) <= 0:
                 expire_task(store, identity)
@@ -641,10 +638,11 @@ class NexusLoop:
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.05)
 
-    def serve_here(self, task: HookTask) -> None:
-        """Serve a dispatched task with the in-process executor, when it serves the tool."""
-        if self.worker is not None and self.worker.serves(str(task["tool"])):
-            self.worker.serve_task(str(task["id"]))
+    def serve_here(self, task: HookTask) -> bool:
+        """Serve a pending task with the in-process executor, when it serves the tool."""
+        if (worker := self.worker) is None or not worker.serves(task["tool"]):
+            return False
+        return worker.serve_task(task["id"]) is not None
 
     def await_approval(self, task: HookTask, told: set[str]) -> HookTask:
         """One look at a task's approval: act on it when settled, sweep it when it is due."""
