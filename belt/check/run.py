@@ -638,12 +638,9 @@ def run_check(
     if save is not None:
         require_writable_directory(save, option="--save")
     properties = read_props(props) if props is not None else []
+    routed = parse_routes(routes or [])
     subjects, notes = subjects_for(
-        target,
-        events=list(events or []),
-        executors=list(executors or []),
-        routes=parse_routes(list(routes or [])),
-        timeout=timeout,
+        target, events=events or [], executors=executors or [], routes=routed, timeout=timeout
     )
     if not allow_network and (problems := network_problems(subjects)):
         message = "belt check sends only to this machine"
