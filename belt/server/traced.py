@@ -16,6 +16,7 @@ from belt.outgoing import tracing
 from belt.records.journal import ServeLine
 from belt.server.deciders import PolicyDecider
 from belt.server.forward import Forwarder
+from belt.wire.platform import LifecycleHookResponse
 
 CARRIED = (b"traceparent", b"tracestate")
 
@@ -84,30 +85,19 @@ class TracedRequests:
 
 def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
     """A ``belt.hook {event}`` span from ``started_ns`` to now for the answered ``record``."""
-    event = record.get("event")
+    event, answer = record.get("event"), record.get("response") if record.get("injected") else None
     attributes = {
         "belt.hook.event": event,
         "belt.hook.handler_type": decider,
         "belt.hook.decision": record.get("decision"),
         "belt.hook.reason": tracing.bounded(record.get("reason")),
-        "belt.hook.injection_size": injection_size(record.get("response"))
-        if record.get("injected")
-        else None,
+        "belt.hook.injection_size": answer and LifecycleHookResponse(**answer).injection_size,
         "belt.hook.error": tracing.bounded(record.get("error")),
     }
     name = f"belt.hook {event}" if event else "belt.hook"
     failed = f"HTTP {record.get('status')}" if record.get("error") else None
     with tracing.span(name, start_time_ns=started_ns) as span:
         tracing.set_attributes(span, attributes, failed)
-
-
-def injection_size(response: Any) -> int:
-    """The UTF-8 bytes an answer injects (``inject`` content and ``system``), as the engine's."""
-    if not isinstance(response, dict):
-        return 0
-    inject = response.get("inject")
-    content = inject.get("content") if isinstance(inject, dict) else None
-    return len(((content or "") + (response.get("system") or "")).encode())
 
 
 def decider_kind(decide: Any) -> str:
