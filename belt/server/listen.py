@@ -361,11 +361,16 @@ def marking_at_the_stop() -> None:
 
 
 class QuietStop(logging.Filter):
-    """A filter of ``uvicorn.error``: its lines on the tasks the stop cancels (StopCutOff's)."""
+    """A filter of ``uvicorn.error``: its lines on the tasks the stop cancels (StopCutOff's, and
+    the lifespan's when a second Ctrl-C skips its shutdown: Starlette reports that cancellation
+    as a failed shutdown, in a traceback's text)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False for what the stop's own lines tell."""
-        if str(record.msg).startswith("Cancel %s running task(s)"):
+        text = str(record.msg)
+        if text.startswith("Cancel %s running task(s)") or text.rstrip().endswith(
+            "asyncio.exceptions.CancelledError"
+        ):
             return False
         exc = record.exc_info[1] if record.exc_info else None
         return not isinstance(exc, asyncio.CancelledError)
