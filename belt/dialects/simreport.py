@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from belt.records.hooktasks import HookTask
     from belt.records.messages import Message
     from belt.records.runs import RunEvent
-    from belt.records.sims import SimParent, SimRegistry
+    from belt.records.sims import SimParent
     from belt.wire.dto import InterruptJSON
 
 
@@ -20,29 +20,11 @@ Delivery: TypeAlias = "RunEvent"
 """A ``hook.executed`` record as a report holds it (``hook_executions``)."""
 
 
-class Head(TypedDict, total=False):
-    """A report's ``simulation``: the simulation record's public fields."""
-
-    id: str
-    dialect: str
-    source: str | None
-    name: str | None
-    status: str
-    fail_closed: bool
-    kind: str
-    clock: str
-    clock_from_wall: bool
-    warnings: list[str]
-    parent: SimParent
-    registry: SimRegistry
-    ephemeral: bool
-    interrupted: bool
-    turns_left: int
-    resume_run: str
-    profile: object
-    """A Nexus simulation's declaration, its revision and where its hooks came from."""
-    profile_revision: int | None
-    hooks_from: dict[str, str] | None
+Head: TypeAlias = dict[str, Any]
+"""A report's ``simulation``: the simulation record's public fields (``belt.records.sims.Sim``:
+id, dialect, source, name, status, fail_closed, and kind, clock, warnings, parent, registry,
+profile when set), with ``interrupted``, ``turns_left`` and ``resume_run`` for one whose process
+died between runs, and ``ephemeral`` for one kept in memory."""
 
 
 class ReportRun(RunView, total=False):

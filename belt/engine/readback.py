@@ -17,7 +17,7 @@ from belt.records.views import chat_dto
 from belt.store import Store
 
 if TYPE_CHECKING:
-    from belt.dialects.simreport import Head, ReportChat, ReportRun, SimReport
+    from belt.dialects.simreport import ReportChat, ReportRun, SimReport
 
 
 HEAD = ("source", "name", "status")  # the simulation's fields every report has, even None
@@ -46,7 +46,7 @@ def build_report(store: Store, sim: Sim) -> SimReport:
     head |= {k: sim[k] for k in ("kind", "clock", "clock_from_wall", "warnings") if sim.get(k)}
     head |= {**stranded_fields(store, sim), **extras.pop("simulation", {})}
     report: SimReport = {
-        "simulation": cast("Head", head),
+        "simulation": head,
         "chat": cast("ReportChat", chat),
         "runs": cast("list[ReportRun]", [run_dto(run, fields) for run in runs]),
         "interrupts": interrupts,
