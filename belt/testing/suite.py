@@ -377,13 +377,9 @@ def run_loaded(
     with on_disk or closing(MemoryStore(shapes=True)) as store:  # a store in memory is closed
         try:
             executors = with_scenario_executors(getattr(loaded.scenario, "executors", {}), [])
+            loop = dialects.get(loaded.dialect).loop()
             options = simulation_options(
-                store,
-                dialects.get(loaded.dialect).loop(),
-                executors=executors,
-                fail_closed=False,
-                report=None,
-                routes=routes,
+                store, loop, executors=executors, fail_closed=False, report=None, routes=routes
             )
             problems = [] if allow_network else network_problems(loaded, options.routes, executors)
             if problems:
