@@ -159,17 +159,36 @@ def check_platform_hook(raw: Any, path: str, findings: Findings, *, in_process: 
         rule = not_one_of(kind, "a handler type", kinds) if kind is not None else None
         findings.error(f"{path}.type", rule or f"is required (one of {', '.join(kinds)})")
         return
-    if kind != HookHandlerType.GATE:
-        _check_handler(raw.get("handler"), kind, event, path, findings, in_process)
-    else:  # a gate has no handler, ignores ``async`` and attaches only where a run can be held
+    handler, hpath = raw.get("handler"), f"{path}.handler"
+    if kind == HookHandlerType.GATE:  # no handler, ``async`` ignored, only where a run can be held
         if "handler" in raw:
-            findings.error(f"{path}.handler", "a gate has no handler; remove it")
+            findings.error(hpath, "a gate has no handler; remove it")
         if raw.get("async") is True:
             ignored = "(a gate always suspends the run); it is ignored"
             findings.warn(f"{path}.async", f"async is not used for gate hooks {ignored}")
         if event is not None and event not in GATEABLE_EVENTS:
             gateable = f"(gates attach to {', '.join(GATEABLE_EVENTS)})"
             findings.error(f"{path}.event", f"a gate cannot attach to {event} {gateable}")
+    elif handler is None:
+        what = {"webhook": "a webhook URL", "task": "an agent ref", "builtin": "a builtin name"}
+        findings.error(hpath, f"is required for a {kind} hook ({what[kind]})")
+    elif not isinstance(handler, str):
+        findings.error(hpath, f"must be a string, got {describe(handler)}")
+    elif kind == HookHandlerType.WEBHOOK:
+        if handler.startswith((IN_PROCESS_PREFIX, POLICY_PREFIX)):
+            reason = in_process_problem(handler, allowed=in_process)
+        else:
+            reason = check_webhook_url(handler)
+        if reason:
+            findings.error(hpath, reason)
+    elif kind == HookHandlerType.TASK:
+        if not AGENT_REF.match(handler):
+            findings.error(hpath, f"{handler!r} is not an agent ref (namespace/name[@version])")
+    elif (builtin := BUILTINS.get(handler)) is None:
+        findings.error(hpath, not_one_of(handler, "a builtin", BUILTINS))
+    elif event is not None and event not in builtin.events:
+        allowed = ", ".join(builtin.events)
+        findings.error(f"{path}.event", f"{handler} cannot attach to {event} (allowed: {allowed})")
     if "async" in raw and not isinstance(raw["async"], bool):
         findings.error(f"{path}.async", f"must be true or false, got {describe(raw['async'])}")
     if "timeout" in raw:
@@ -186,36 +205,6 @@ def check_platform_hook(raw: Any, path: str, findings: Findings, *, in_process: 
             findings.error(rpath, "is only allowed on gate hooks")
         elif resolution not in ("allow", "deny"):
             findings.error(rpath, f"{resolution!r} must be 'allow' or 'deny'")
-
-
-def _check_handler(
-    handler: Any, kind: str, event: str | None, path: str, findings: Findings, in_process: bool
-) -> None:
-    """The ``handler`` of a webhook (URL, ``py:``, ``policy:``), a task or a builtin hook."""
-    hpath = f"{path}.handler"
-    if handler is None:
-        what = {"webhook": "a webhook URL", "task": "an agent ref", "builtin": "a builtin name"}
-        findings.error(hpath, f"is required for a {kind} hook ({what[kind]})")
-    elif not isinstance(handler, str):
-        findings.error(hpath, f"must be a string, got {describe(handler)}")
-    elif kind == HookHandlerType.WEBHOOK:
-        if handler.startswith((IN_PROCESS_PREFIX, POLICY_PREFIX)):
-            reason = in_process_problem(handler, allowed=in_process)
-        else:
-            reason = check_webhook_url(handler)
-        if reason:
-            findings.error(hpath, reason)
-    elif kind == HookHandlerType.TASK:
-        if not AGENT_REF.match(handler):
-            findings.error(hpath, f"{handler!r} is not an agent ref (namespace/name[@version])")
-    elif kind == HookHandlerType.BUILTIN:
-        if (builtin := BUILTINS.get(handler)) is None:
-            findings.error(hpath, not_one_of(handler, "a builtin", BUILTINS))
-        elif event is not None and event not in builtin.events:
-            allowed = ", ".join(builtin.events)
-            findings.error(
-                f"{path}.event", f"{handler} cannot attach to {event} (allowed: {allowed})"
-            )
 
 
 RESPONSE_KEYS = tuple(LifecycleHookResponse.model_fields)
