@@ -43,10 +43,7 @@ from belt.store.shapes import derive, fits
 DEFAULT_OWNER = "local"
 """The team a local registry belongs to, and a scenario's agent unless it names another."""
 
-KINDS = (
-    *("observation", "concept", "rule", "preference", "gotcha", "pattern", "reference"),
-    *("skill", "app"),
-)
+KINDS = tuple("observation concept rule preference gotcha pattern reference skill app".split())
 """Every kind of entry: knowledge (what a review saves), skills and apps."""
 
 ENTRY = "registry-entry"
@@ -436,16 +433,9 @@ def extracted_by(entry: RegistryEntry) -> set[str]:
 
 
 def _index_row(entry: RegistryEntry) -> Row:
-    return Row(
-        id=entry["id"],
-        name_key=normalise(entry["name"]),
-        name=entry["name"],
-        kind=entry["kind"],
-        tags=tuple(entry["tags"]),
-        text=entry["text"],
-        version=entry["version"],
-        agents=tuple(sorted(extracted_by(entry))),
-    )
+    name, agents = entry["name"], tuple(sorted(extracted_by(entry)))
+    found = (entry["id"], normalise(name), name, entry["kind"], tuple(entry["tags"]))
+    return Row(*found, entry["text"], entry["version"], agents)
 
 
 def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
@@ -617,15 +607,13 @@ def read_entry_text(file: Path | None) -> str:
     if file is None or str(file) == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise UsageError("give the entry's text with --file FILE or on stdin")
-        raw = sys.stdin.buffer.read(limit + 1)
-        source = "stdin"
+        raw, source = sys.stdin.buffer.read(limit + 1), "stdin"
     else:
         # A regular file only (a FIFO or a device is refused before it is read), capped.
         try:
-            raw = read_bytes(file, kind="registry entry")
+            raw, source = read_bytes(file, kind="registry entry"), str(file)
         except NotFound:
             raise NotFound(f"--file: no such file {file}", where=str(file)) from None
-        source = str(file)
     if len(raw) > limit:
         raise InvalidInput(f"{source}: above the maximum of {MAX_TEXT_CHARS} characters")
     try:
