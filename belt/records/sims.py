@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from belt.store.shapes import record_shape
@@ -27,14 +27,6 @@ class SimParent(TypedDict):
     chat_id: str
     run_id: NotRequired[str | None]
     hook_event: NotRequired[str | None]
-
-
-class SimRegistry(TypedDict):
-    """What a scenario's registry directory loaded (``Loaded.to_json`` of each file)."""
-
-    owner: str
-    directory: str
-    entries: Sequence[Mapping[str, object]]
 
 
 class Sim(TypedDict):
@@ -69,7 +61,8 @@ class Sim(TypedDict):
     clock_from_wall: NotRequired[bool]
     """True when that clock started at the wall time (its times differ from run to run)."""
     warnings: NotRequired[list[str]]
-    registry: NotRequired[SimRegistry]
+    registry: NotRequired[dict[str, object]]
+    """What a scenario's registry directory loaded: owner, directory, its entries' to_json."""
 
 
 class Scenario(TypedDict):
@@ -107,10 +100,9 @@ record_shape(HOOKS, SimHooks)
 record_shape(AGENT, Agent)
 
 
-def write_agent(store: Store, agent: Mapping[str, object]) -> Agent:
-    """Write (or replace) the record of a scenario's agent; returns it."""
+def write_agent(store: Store, agent: Mapping[str, object]) -> None:
+    """Write (or replace) the record of a scenario's agent."""
     store.write(AGENT, str(agent["id"]), agent)
-    return cast(Agent, agent)
 
 
 def create_sim(store: Store, sim: Mapping[str, object], scenario: Mapping[str, object]) -> Sim:
