@@ -78,13 +78,10 @@ def parse_text(text: str, source: str, *, fmt: str | None = None) -> Any:
     except StrictJSONError as exc:
         raise InvalidInput(f"{source}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        if (found := TOML_POSITION.search(message)) is None:
-            raise InvalidInput(f"{source}: invalid TOML: {message}") from exc
-        line, column = found.groups()
-        raise InvalidInput(
-            f"{source}: line {line}, column {column}: invalid TOML: {message[: found.start()]}"
-        ) from exc
+        reason, at = str(exc), ""
+        if found := TOML_POSITION.search(reason):
+            reason, at = reason[: found.start()], f"line {found[1]}, column {found[2]}: "
+        raise InvalidInput(f"{source}: {at}invalid TOML: {reason}") from exc
 
 
 def read_document(path: str | Path, *, kind: str = "declaration") -> Any:
