@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 from belt.engine.execution import Execution
@@ -37,10 +37,8 @@ class RunSpans:
         kept = execution.state.get("trace")
         name = f"invoke_agent {self.agent['gen_ai.agent.name']}"
         run = {"belt.run.id": execution.run_id, "belt.run.resumed": bool(kept) or None}
-        with (
-            tracing.parented(**kept) if isinstance(kept, dict) else nullcontext(),
-            tracing.span(name, {**self.agent, **run}) as span,
-        ):
+        parent = kept if isinstance(kept, dict) else None
+        with tracing.span(name, {**self.agent, **run}, parent=parent) as span:
             if not kept:
                 execution.state["trace"] = tracing.current()
             try:

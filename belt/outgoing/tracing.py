@@ -170,10 +170,12 @@ def span(
     kind: str = "internal",
     start_time_ns: int | None = None,
     links: Sequence[Mapping[str, str]] = (),
+    parent: Mapping[str, str] | None = None,
 ) -> ContextManager[Any]:
-    """A span current while the block runs (``None`` when off); an exception's type name only
-    goes in its ERROR status (its text may carry a payload)."""
-    return _Current(name, _clean(attributes), kind, start_time_ns, links) if _on else _NOOP
+    """A span current while the block runs (``None`` when off), a child of ``parent`` (what
+    :func:`current` gives) if given; an exception's type name only goes in its ERROR status (its
+    text may carry a payload)."""
+    return _Current(name, _clean(attributes), kind, start_time_ns, links, parent) if _on else _NOOP
 
 
 class _Current:
@@ -185,13 +187,14 @@ class _Current:
     def __enter__(self) -> Any:
         from opentelemetry import context, trace
 
-        name, attributes, kind, start_time_ns, links = self.started
+        name, attributes, kind, start_time_ns, links, parent = self.started
         self.span = _tracer.start_span(
             name,
+            trace.set_span_in_context(trace.NonRecordingSpan(_remote(parent))) if parent else None,
             kind=trace.SpanKind[kind.upper()],
             attributes=attributes,
             start_time=start_time_ns,
-            links=[_link(link) for link in links if link],
+            links=[trace.Link(_remote(link)) for link in links if link],
         )
         self.token = context.attach(trace.set_span_in_context(self.span))
         return self.span
@@ -225,16 +228,15 @@ def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[s
         return
     try:
         parent = {"trace_id": str(kept["trace_id"]), "span_id": str(kept["span_id"])}
-        start_ns = int(kept["start_ns"])
+        start_ns, _ = int(kept["start_ns"]), _remote(parent)  # ids in hex, or no span
     except (KeyError, TypeError, ValueError):
         return
     with contextlib.ExitStack() as stack:
         link = current()
         if link is None:
-            stack.enter_context(parented(**parent))
-            stack.enter_context(span("belt.settlement", attributes))
+            stack.enter_context(span("belt.settlement", attributes, parent=parent))
             link = current()
-        with parented(**parent), span(name, attributes, start_time_ns=start_ns, links=[link or {}]):
+        with span(name, attributes, start_time_ns=start_ns, links=[link or {}], parent=parent):
             pass
 
 
@@ -292,25 +294,18 @@ def _continued(headers: Mapping[str, str]) -> Iterator[None]:
         context.detach(token)
 
 
-def parented(trace_id: str, span_id: str) -> ContextManager[None]:
-    """Make the span ``span_id`` of ``trace_id`` (hex) the parent of the block's spans."""
-    return continued({"traceparent": f"00-{trace_id}-{span_id}-01"})
-
-
 def _clean(attributes: Mapping[str, object] | None) -> dict[str, Any]:
     return {k: v for k, v in (attributes or {}).items() if v is not None}
 
 
-def _link(link: Mapping[str, str]) -> Any:
-    from opentelemetry.trace import Link, SpanContext, TraceFlags
+def _remote(ids: Mapping[str, str]) -> Any:
+    """The sampled SpanContext of ``{"trace_id", "span_id"}`` in hex, from another process."""
+    from opentelemetry.trace import SpanContext, TraceFlags
 
-    context = SpanContext(
-        trace_id=int(link["trace_id"], 16),
-        span_id=int(link["span_id"], 16),
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    trace_id, span_id = int(ids["trace_id"], 16), int(ids["span_id"], 16)
+    return SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
     )
-    return Link(context)
 
 
 def _batched(exporter: Any) -> Any:

@@ -312,10 +312,7 @@ def run_one(
     a child of ``trace``'s."""
     name = shown_name(path)
     started = time.perf_counter()
-    with (
-        tracing.parented(**trace) if trace else nullcontext(),
-        tracing.span(f"belt.test.scenario {name}") as span,
-    ):
+    with tracing.span(f"belt.test.scenario {name}", parent=trace) as span:
         with import_deadline(IMPORT_TIMEOUT):
             try:
                 if name != str(path):
