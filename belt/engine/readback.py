@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from belt.dialects import loop_of
 from belt.engine.hooksummary import hook_summary
@@ -44,7 +43,10 @@ def build_report(store: Store, sim: Sim) -> SimReport:
     head = {"id": sim["id"], "dialect": dialect.name, **{k: sim.get(k) for k in HEAD}}
     head |= {"fail_closed": sim.get("fail_closed", False)}
     head |= {k: sim[k] for k in ("kind", "clock", "clock_from_wall", "warnings") if sim.get(k)}
-    head |= {**stranded_fields(store, sim), **extras.pop("simulation", {})}
+    if (last := stranded_at(store, sim)) is not None:  # its process died between two runs
+        left = len(read_scenario(store, sim["id"])["turns"]) - int(sim.get("next_turn") or 0)
+        head |= {"interrupted": True, "turns_left": max(0, left), "resume_run": last}
+    head |= extras.pop("simulation", {})
     report: SimReport = {
         "simulation": head,
         "chat": cast("ReportChat", chat),
@@ -55,18 +57,6 @@ def build_report(store: Store, sim: Sim) -> SimReport:
     }
     report.update(extras)
     return report
-
-
-def stranded_fields(store: Store, sim: Mapping[str, Any]) -> dict[str, object]:
-    """``interrupted`` and ``resume_run`` for a simulation whose process died between runs."""
-    if (last := stranded_at(store, sim)) is None:
-        return {}
-    turns = len(read_scenario(store, str(sim["id"]))["turns"])
-    return {
-        "interrupted": True,
-        "turns_left": max(0, turns - int(sim.get("next_turn") or 0)),
-        "resume_run": last,
-    }
 
 
 class RunRow(RunView, total=False):
