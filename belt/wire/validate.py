@@ -24,6 +24,7 @@ from belt.wire.nexus import (
     HookDecisionResult,
     LifecycleHooks,
     NexusEvent,
+    NexusHook,
 )
 from belt.wire.platform import (
     ContextInjection,
@@ -33,9 +34,15 @@ from belt.wire.platform import (
     timeout_bounds,
 )
 
-HOOK_KEYS = ("event", "type", "handler", "async", "timeout", "default_resolution")
-NEXUS_HOOK_KEYS = ("tool", "timeout_ms", "max_continuations")
-DECISION_KEYS = ("continue", "feedback")
+
+def keys_of(model: type[BaseModel]) -> tuple[str, ...]:
+    """The keys an object of ``model`` may hold on the wire (each field's alias, else its name)."""
+    return tuple(info.alias or name for name, info in model.model_fields.items())
+
+
+HOOK_KEYS = keys_of(LifecycleHookConfig)
+NEXUS_HOOK_KEYS = keys_of(NexusHook)
+DECISION_KEYS = keys_of(HookDecisionResult)
 AGENT_REF = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9][A-Za-z0-9._-]*)?$"
 )
@@ -207,8 +214,8 @@ def check_platform_hook(raw: Any, path: str, findings: Findings, *, in_process: 
             findings.error(rpath, f"{resolution!r} must be 'allow' or 'deny'")
 
 
-RESPONSE_KEYS = tuple(LifecycleHookResponse.model_fields)
-INJECTION_KEYS = tuple(ContextInjection.model_fields)
+RESPONSE_KEYS = keys_of(LifecycleHookResponse)
+INJECTION_KEYS = keys_of(ContextInjection)
 MAX_UNKNOWN_KEY_WARNINGS = 10
 
 
@@ -363,12 +370,7 @@ def fields_at(model: Any, loc: tuple[int | str, ...]) -> list[str]:
         # pydantic names the member of a union it tried
         named = [kind for kind in kinds if _is_model(kind) and kind.__name__ == part]
         kinds = named or [inner for kind in kinds for inner in _members(_step(kind, part))]
-    return [
-        info.alias or name
-        for kind in kinds
-        if _is_model(kind)
-        for name, info in kind.model_fields.items()
-    ]
+    return [key for kind in kinds if _is_model(kind) for key in keys_of(kind)]
 
 
 def _members(kind: Any) -> list[Any]:
