@@ -117,9 +117,9 @@ def _redispatch(task: HookTask, attempt: int) -> HookTask:
 
 
 def _filed(store: Store, task: HookTask) -> HookTask:
-    """A pending task put in the inbox, a finished one (or one awaiting approval) taken out."""
-    if task["status"] != TaskStatus.CLAIMED:
-        mark_pending(store, task["id"], pending=task["status"] == TaskStatus.PENDING)
+    """A pending task put in the inbox, a finished one taken out (any other left as it is)."""
+    if (status := task["status"]) == TaskStatus.PENDING or status in FINISHED:
+        mark_pending(store, task["id"], pending=status == TaskStatus.PENDING)
     return task
 
 
