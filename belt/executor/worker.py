@@ -43,10 +43,6 @@ class Worker:
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     _skipped: set[str] = field(default_factory=set)
 
-    def serves(self, tool: str) -> bool:
-        """True when this worker has a target for ``tool``."""
-        return tool in self.targets
-
     def serve_task(self, identity: str) -> HookTask | None:
         """Claim one task, run its tool and complete it; None if the claim was lost."""
         if (task := claim_task(self.store, identity, worker=self.name)) is None:
@@ -76,7 +72,7 @@ class Worker:
                 continue
             if task is None or task["status"] != TaskStatus.PENDING:
                 continue
-            if self.serves(task["tool"]):
+            if task["tool"] in self.targets:
                 if (final := self.serve_task(identity)) is not None:
                     served.append(final)
             elif task["id"] not in self._skipped and self.report is not None:

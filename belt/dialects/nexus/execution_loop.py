@@ -640,7 +640,7 @@ class NexusLoop:
 
     def serve_here(self, task: HookTask) -> bool:
         """Serve a pending task with the in-process executor, when it serves the tool."""
-        if (worker := self.worker) is None or not worker.serves(task["tool"]):
+        if (worker := self.worker) is None or task["tool"] not in worker.targets:
             return False
         return worker.serve_task(task["id"]) is not None
 
