@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
 from typing import Any
@@ -172,9 +172,9 @@ def span(
     links: Sequence[Mapping[str, str]] = (),
     parent: Mapping[str, str] | None = None,
 ) -> ContextManager[Any]:
-    """A span current while the block runs (``None`` when off), a child of ``parent`` (what
-    :func:`current` gives) if given; an exception's type name only goes in its ERROR status (its
-    text may carry a payload)."""
+    """A span current while the block runs (``None`` when off), a child of ``parent`` if given
+    (what :func:`current` gave, or a request's headers with a ``traceparent``); an exception's
+    type name only goes in its ERROR status (its text may carry a payload)."""
     return _Current(name, _clean(attributes), kind, start_time_ns, links, parent) if _on else _NOOP
 
 
@@ -190,7 +190,7 @@ class _Current:
         name, attributes, kind, start_time_ns, links, parent = self.started
         self.span = _tracer.start_span(
             name,
-            trace.set_span_in_context(trace.NonRecordingSpan(_remote(parent))) if parent else None,
+            _parent(parent) if parent else None,
             kind=trace.SpanKind[kind.upper()],
             attributes=attributes,
             start_time=start_time_ns,
@@ -277,25 +277,18 @@ def inject(headers: MutableMapping[str, str]) -> None:
     TraceContextTextMapPropagator().inject(headers)
 
 
-def continued(headers: Mapping[str, str]) -> ContextManager[None]:
-    """Make an incoming ``traceparent`` the parent of the spans started in the block."""
-    return _continued(headers) if _on else _NOOP
-
-
-@contextlib.contextmanager
-def _continued(headers: Mapping[str, str]) -> Iterator[None]:
-    from opentelemetry import context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    token = context.attach(TraceContextTextMapPropagator().extract(headers))
-    try:
-        yield None
-    finally:
-        context.detach(token)
-
-
 def _clean(attributes: Mapping[str, object] | None) -> dict[str, Any]:
     return {k: v for k, v in (attributes or {}).items() if v is not None}
+
+
+def _parent(parent: Mapping[str, str]) -> Any:
+    """The OpenTelemetry context of :func:`span`'s ``parent``."""
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    if "trace_id" in parent:
+        return trace.set_span_in_context(trace.NonRecordingSpan(_remote(parent)))
+    return TraceContextTextMapPropagator().extract(parent)
 
 
 def _remote(ids: Mapping[str, str]) -> Any:

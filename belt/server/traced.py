@@ -59,7 +59,7 @@ class TracedRequests:
         }
         attributes = {"http.request.method": method, "http.route": route}
         name = f"{method} {route}" if route else method
-        with tracing.continued(carried), tracing.span(name, attributes, kind="server") as span:
+        with tracing.span(name, attributes, kind="server", parent=carried) as span:
 
             async def sending(message: Message) -> None:
                 if message["type"] == "http.response.start":
