@@ -20,7 +20,7 @@ from belt.display.text import short
 from belt.errors import BeltError, UsageError
 from belt.executor.inbox import ToolOutcome
 from belt.executor.process import run_bounded
-from belt.reading.strictjson import StrictJSONError, check_value, decode
+from belt.reading.strictjson import StrictJSONError, decode, unsendable
 from belt.usercode.loader import asks_for, call_user, in_thread, load_callable
 from belt.wire.nexus import HookTaskInput
 from belt.wire.validate import check_webhook_url, model_problems
@@ -172,11 +172,8 @@ def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
         result = call_user(func, argument)
     except BaseException as exc:  # the tool's failure, whatever it is, is its outcome
         return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
-    try:
-        check_value(result)
-        json.dumps(result, allow_nan=False)
-    except (StrictJSONError, TypeError, ValueError) as exc:
-        return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {exc}")
+    if (problem := unsendable(result)) is not None:
+        return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {problem}")
     return ToolOutcome(result=result)
 
 

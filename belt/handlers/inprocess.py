@@ -10,7 +10,6 @@ an exception, or an answer that is not a response, as a webhook's HTTP 500 does.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import threading
@@ -26,7 +25,7 @@ from pydantic_core import from_json
 from belt.display.text import describe, printable, short
 from belt.errors import BeltError, InvalidInput
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, checked_answer, encode_payload
-from belt.reading.strictjson import StrictJSONError, check_value
+from belt.reading.strictjson import unsendable
 from belt.usercode.loader import (
     asks_for,
     call_user,
@@ -124,12 +123,9 @@ def read_value(value: Any) -> Answer:
         return Answer(
             None, f"expected a dict, a LifecycleHookResponse or None, got {describe(value)}"
         )
-    try:
-        check_value(value)
-        json.dumps(value, allow_nan=False)
-    except (StrictJSONError, TypeError, ValueError, RecursionError) as exc:
+    if (problem := unsendable(value)) is not None:
         return Answer(
-            None, f"it is not JSON a webhook could send: {short(printable(str(exc)), 120)}"
+            None, f"it is not JSON a webhook could send: {short(printable(problem), 120)}"
         )
     return checked_answer(value)
 

@@ -157,6 +157,16 @@ def check_value(value: Any) -> None:
                 raise StrictJSONError(f"an integer has more than {MAX_INT_DIGITS} digits")
 
 
+def unsendable(value: Any) -> str | None:
+    """Why ``value`` cannot be sent as strict JSON (``check_value``, then encoded), or None."""
+    try:
+        check_value(value)
+        json.dumps(value, allow_nan=False)
+    except (StrictJSONError, TypeError, ValueError, RecursionError) as exc:
+        return str(exc)
+    return None
+
+
 def _refuse_surrogate(text: str, holder: str) -> None:
     if (found := _SURROGATE.search(text)) is not None:
         shown = f"\\u{ord(found.group()):04x}"
