@@ -97,9 +97,7 @@ def summary_text(summary: HookSummary) -> list[tuple[str, bool]]:
     counts = {"allow": summary["counted_allow"], "deny": summary["counted_deny"]}
     how = [f"{count} counted as {side}" for side, count in counts.items() if count]
     lines = [(f"hooks: {calls} call(s), {failed} failed ({', '.join(how)})", True)]
-    for entry in summary["handlers"]:
-        if not entry["failed"]:
-            continue
+    for entry in (entry for entry in summary["handlers"] if entry["failed"]):
         counts = {"allow": entry["counted_allow"], "deny": entry["counted_deny"]}
         sides = " and ".join(side for side, count in counts.items() if count)
         text = f"{entry['failed']} of {entry['calls']} failed, counted as {sides}"
