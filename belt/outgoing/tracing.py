@@ -63,13 +63,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     before = set(threading.enumerate())
     if endpoint_set:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        timed = any(os.environ.get(f"OTEL_EXPORTER_OTLP_{part}TIMEOUT") for part in ("TRACES_", ""))
-        exporter = _gives_up(OTLPSpanExporter)(
-            endpoint=traces_url(otlp) if otlp else None, timeout=None if timed else EXPORT_SECONDS
-        )
-        provider.add_span_processor(_batched(exporter))
+        provider.add_span_processor(_batched(_otlp_exporter(otlp)))
     if trace_file is not None:
         provider.add_span_processor(_batched(_file_exporter(trace_file)))
     _once_per_process()
@@ -84,7 +78,7 @@ def start(*, otlp: str | None = None, trace_file: Path | None = None) -> bool:
 
 
 # One export's time, retries included, unless OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT says: with
-# _gives_up, what a collector that cannot be reached costs a process, once.
+# GivesUp, what a collector that cannot be reached costs a process, once.
 EXPORT_SECONDS = 3.0
 
 
@@ -99,16 +93,17 @@ def _threads_of_child() -> None:
     _threads.update(thread for thread in threading.enumerate() if thread is not main)
 
 
-def _gives_up(exporter: Any) -> Any:
-    """The class ``exporter`` dropping spans after one failed export (a flag shared with forked
-    workers)."""
+def _otlp_exporter(otlp: str | None) -> Any:
+    """The OTLP/HTTP exporter to ``otlp`` (else OTEL_*'s), dropping spans after one failed export
+    (a flag shared with forked workers)."""
     import mmap  # noqa: PLC0415 - start-up: when tracing only
 
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     failed = mmap.mmap(-1, 1)
 
-    class GivesUp(exporter):  # type: ignore[misc]
+    class GivesUp(OTLPSpanExporter):
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             if failed[0]:
                 return SpanExportResult.FAILURE
@@ -117,7 +112,10 @@ def _gives_up(exporter: Any) -> Any:
                 failed[0] = 1
             return result
 
-    return GivesUp
+    timed = any(os.environ.get(f"OTEL_EXPORTER_OTLP_{part}TIMEOUT") for part in ("TRACES_", ""))
+    return GivesUp(
+        endpoint=traces_url(otlp) if otlp else None, timeout=None if timed else EXPORT_SECONDS
+    )
 
 
 @functools.cache
