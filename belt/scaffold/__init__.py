@@ -1,10 +1,8 @@
 """``belt init``: a working start in a directory, never written over a file that is there.
 
-What it writes (``plan``) is a hook of the chosen dialect and framework, a scenario with
-expectations, a props file for ``belt check`` (inference.sh only: properties speak of its
-decisions), a pytest test using the plugin, and a README with the next commands; each passes as
-written. The templates are the files in ``templates/<dialect>/`` (``.tmpl`` keeps the tools that
-read belt's own code away from them); a README's ``{{name}}`` markers are filled in here.
+Each file (``plan``) passes as written. The templates are the files in ``templates/<dialect>/``
+(``.tmpl`` keeps the tools that read belt's own code away from them); a README's ``{{name}}``
+markers are filled in here.
 """
 
 from __future__ import annotations
