@@ -87,9 +87,8 @@ def add_hook(
 ) -> tuple[int, LifecycleHookConfig]:
     """Append one checked hook to the file; returns its index and the stored declaration."""
     path = resolve_path(file)
-    given: dict[str, object] = {"event": event, "type": handler_type, "handler": handler}
-    given["async"] = async_ or None
-    given |= {"timeout": timeout, "default_resolution": default_resolution}
+    given: dict[str, object] = {"event": event, "type": handler_type, "async": async_ or None}
+    given |= {"handler": handler, "timeout": timeout, "default_resolution": default_resolution}
     findings, checked = check_platform_hooks([{k: v for k, v in given.items() if v is not None}])
     with editing(path) as hooks:
         index = len(hooks)
