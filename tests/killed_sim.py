@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,26 +64,29 @@ def main(path: str, point: str) -> None:
 
         Store.create = create_or_die  # type: ignore[method-assign]
     elif point == "unlisted":
-        link = Store.link
+        link_all = Store.link_all
 
-        def link_or_die(self: Store, index: str, owner: str, member: str) -> None:
-            if index == MESSAGES and self.read(MESSAGE, member)["role"] == "assistant":
+        def link_or_die(self: Store, index: str, owner: str, members: Sequence[str]) -> None:
+            if index == MESSAGES and any(
+                self.read(MESSAGE, member)["role"] == "assistant" for member in members
+            ):
                 die()
-            link(self, index, owner, member)
+            link_all(self, index, owner, members)
 
-        Store.link = link_or_die  # type: ignore[method-assign]
+        Store.link_all = link_or_die  # type: ignore[method-assign]
         simulation.loop.drive_waiting(simulation.loop.start_turn())
     elif point == "injected":
-        link = Store.link
+        link_all = Store.link_all
 
-        def link_then_die(self: Store, index: str, owner: str, member: str) -> None:
-            link(self, index, owner, member)
+        def link_then_die(self: Store, index: str, owner: str, members: Sequence[str]) -> None:
+            link_all(self, index, owner, members)
             if index == MESSAGES:
-                message = self.read(MESSAGE, member)
-                if message["role"] == "injection" and message["sim"]["injection"]["turn"]:
-                    die()
+                for member in members:
+                    message = self.read(MESSAGE, member)
+                    if message["role"] == "injection" and message["sim"]["injection"]["turn"]:
+                        die()
 
-        Store.link = link_then_die  # type: ignore[method-assign]
+        Store.link_all = link_then_die  # type: ignore[method-assign]
         simulation.loop.drive_waiting(simulation.loop.start_turn())
     elif point != "between":
         raise SystemExit(f"unknown point {point!r}")
