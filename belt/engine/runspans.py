@@ -31,16 +31,13 @@ class RunSpans:
     @contextlib.contextmanager
     def traced(self, execution: Execution) -> Iterator[Any]:
         """The span of a run as this process drives it; a resumed run goes on in its own trace."""
-        if not tracing.on():
-            yield None
-            return
         kept = execution.state.get("trace")
         name = f"invoke_agent {self.agent['gen_ai.agent.name']}"
         run = {"belt.run.id": execution.run_id, "belt.run.resumed": bool(kept) or None}
         parent = kept if isinstance(kept, dict) else None
         with tracing.span(name, {**self.agent, **run}, parent=parent) as span:
-            if not kept:
-                execution.state["trace"] = tracing.current()
+            if not kept and (started := tracing.current()) is not None:
+                execution.state["trace"] = started
             try:
                 yield span
             finally:
