@@ -46,9 +46,18 @@ class TracedRequests:
         return None if partial is None else template(str(getattr(partial, "path", ""))) or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                error = str(status) if status >= 500 else None
+                attributes = {"http.response.status_code": status, "error.type": error}
+                tracing.set_attributes(span, attributes, error and f"HTTP {status}")
+            elif message["type"] == "lifespan.shutdown.complete":
+                tracing.shutdown()  # the spans held, exported: a worker skips atexit
+            await send(message)
+
         if scope["type"] != "http":
-            lifespan = scope["type"] == "lifespan"
-            await self.app(scope, receive, self.flushing(send) if lifespan else send)
+            await self.app(scope, receive, sending)
             return
         method = scope["method"]
         route = self.route(scope)
@@ -60,27 +69,7 @@ class TracedRequests:
         attributes = {"http.request.method": method, "http.route": route}
         name = f"{method} {route}" if route else method
         with tracing.span(name, attributes, kind="server", parent=carried) as span:
-
-            async def sending(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                    error = str(status) if status >= 500 else None
-                    attributes = {"http.response.status_code": status, "error.type": error}
-                    tracing.set_attributes(span, attributes, error and f"HTTP {status}")
-                await send(message)
-
             await self.app(scope, receive, sending)
-
-    @staticmethod
-    def flushing(send: Send) -> Send:
-        """``send`` that exports the spans held at the lifespan's end (a worker skips atexit)."""
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "lifespan.shutdown.complete":
-                tracing.shutdown()
-            await send(message)
-
-        return sending
 
 
 def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
