@@ -261,9 +261,9 @@ def current() -> dict[str, str] | None:
     return {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
 
 
-def bounded(text: str | None) -> str | None:
-    """An answer's reason cut to :data:`REASON_LIMIT` characters."""
-    return None if text is None else text[:REASON_LIMIT]
+def bounded(text: object) -> str | None:
+    """An answer's reason (or error) as text cut to :data:`REASON_LIMIT` characters."""
+    return None if text is None else str(text)[:REASON_LIMIT]
 
 
 def inject(headers: MutableMapping[str, str]) -> None:

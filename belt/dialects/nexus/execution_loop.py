@@ -92,9 +92,7 @@ def trace_task(span: Any, event: str, task: HookTask) -> None:
             "belt.hook.status": str(task["status"]),
             "belt.hook.attempt": task.get("attempt"),
             "belt.hook.injection_size": len(str(feedback).encode()) if feedback else None,
-            "belt.hook.error": tracing.bounded(
-                cast("str | None", error.get("message") or error.get("code"))
-            ),
+            "belt.hook.error": tracing.bounded(error.get("message") or error.get("code")),
             "belt.hook.failure": error.get("code"),
             "belt.hook.counted_as": "attention_hold" if failed else None,
             "belt.dialect": "nexus",
