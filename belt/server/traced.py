@@ -5,7 +5,6 @@ continues an incoming ``traceparent``), named by its route's template, never its
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,11 +20,6 @@ from belt.wire.platform import LifecycleHookResponse
 CARRIED = (b"traceparent", b"tracestate")
 
 
-def template(path: str) -> str:
-    """A Starlette route path as OpenTelemetry's ``http.route`` writes it (no ``:path``)."""
-    return re.sub(r"\{(\w+):\w+\}", r"{\1}", path)
-
-
 class TracedRequests:
     """ASGI middleware: each HTTP request in a ``{METHOD} {route}`` server span (a 5xx is an
     ERROR); ``routes`` are the app's, matched as its router does."""
@@ -35,15 +29,15 @@ class TracedRequests:
         self.routes = routes
 
     def route(self, scope: Scope) -> str | None:
-        """The template of the route the request goes to."""
+        """The template of the route the request goes to, as ``http.route`` writes it (without
+        a parameter's ``:path``)."""
         partial = None
         for route in self.routes:
             match, _ = route.matches(scope)
             if match is Match.FULL:
-                return template(str(getattr(route, "path", ""))) or None
-            if match is Match.PARTIAL and partial is None:
-                partial = route
-        return None if partial is None else template(str(getattr(partial, "path", ""))) or None
+                return str(getattr(route, "path_format", "")) or None
+            partial = partial or (route if match is Match.PARTIAL else None)
+        return str(getattr(partial, "path_format", "")) or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def sending(message: Message) -> None:
