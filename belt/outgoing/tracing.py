@@ -225,16 +225,15 @@ def end_carried(name: str, kept: Mapping[str, Any] | None, attributes: Mapping[s
     if not _on or not kept:
         return
     try:
-        parent = {"trace_id": str(kept["trace_id"]), "span_id": str(kept["span_id"])}
-        start_ns, _ = int(kept["start_ns"]), _remote(parent)  # ids in hex, or no span
+        start_ns, _ = int(kept["start_ns"]), _remote(kept)  # ids in hex, or no span
     except (KeyError, TypeError, ValueError):
         return
     with contextlib.ExitStack() as stack:
         link = current()
         if link is None:
-            stack.enter_context(span("belt.settlement", attributes, parent=parent))
+            stack.enter_context(span("belt.settlement", attributes, parent=kept))
             link = current()
-        with span(name, attributes, start_time_ns=start_ns, links=[link or {}], parent=parent):
+        with span(name, attributes, start_time_ns=start_ns, links=[link or {}], parent=kept):
             pass
 
 
