@@ -170,7 +170,7 @@ def test_a_whole_payload_is_sent_as_given_without_the_sample() -> None:
         build_payload("agent.nope", payload=given)
 
 
-def test_read_payload_is_strict_and_bounded(tmp_path: Path) -> None:
+def test_a_payload_option_is_read_strictly_and_bounded(tmp_path: Path) -> None:
     assert read_json_object_option('{"a": 1}', option="--payload") == {"a": 1}
     with pytest.raises(InvalidInput, match="--payload: not valid JSON"):
         read_json_object_option('{"a": NaN}', option="--payload")
