@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -416,13 +416,12 @@ class Facts:
         in_turn = partial(self.in_run, turn=turn)
         return self.speaks.fired(self.report, event, self.own_runs, in_turn)
 
-    def injections(self) -> list[Item]:
+    def injections(self) -> Iterator[Item]:
         """Every injection of the chat, with the model turns (1, 2, ...) whose context held it."""
         reached: dict[str, list[int]] = {}
         for turn, message in enumerate(self.answers, start=1):
             for injection_id in (message.get("sim") or {}).get("injections") or []:
                 reached.setdefault(str(injection_id), []).append(turn)
-        items = []
         for message in self.messages:
             if message.get("role") != "injection":
                 continue
@@ -434,8 +433,7 @@ class Facts:
             seen = f"reached turn(s) {', '.join(map(str, turns))}" if turns else "reached no turn"
             key = f", key {info['dedup_key']}" if info.get("dedup_key") else ""
             where = (message.get("id"), message.get("agent_run_id"))
-            items.append(Item(fields, f"{short(text, 60)!r}{key}: {seen}", *where))
-        return items
+            yield Item(fields, f"{short(text, 60)!r}{key}: {seen}", *where)
 
     def rows(self) -> list[Item]:
         """Every transcript row, flattened to the fields a ``row`` expectation names."""
@@ -444,9 +442,8 @@ class Facts:
             for m in self.messages
         ]
 
-    def interrupts(self) -> list[Item]:
+    def interrupts(self) -> Iterator[Item]:
         """Every interrupt of the simulation's runs."""
-        items = []
         for interrupt in self.report.get("interrupts") or []:
             meta = found if isinstance(found := interrupt.get("meta"), dict) else {}
             data = meta.get("data") or {}
@@ -459,8 +456,7 @@ class Facts:
             fields["resolution"] = interrupt.get("resolution")
             text = f"{interrupt.get('id')} {source}" + (f" {tool}" if tool else "")
             text += f": {fields['status']} {fields['resolution'] or ''}".rstrip()
-            items.append(Item(fields, text, None, interrupt.get("run_id")))
-        return items
+            yield Item(fields, text, None, interrupt.get("run_id"))
 
     def run(self, turn: int | None) -> ReportRun | None:
         """The last run of the own chat, or the run of scenario turn ``turn``."""
@@ -690,17 +686,15 @@ def percentile_95(values: list[float]) -> float:
     return sorted(values)[max(1, -(-95 * len(values) // 100)) - 1]
 
 
-def deliveries(facts: Facts) -> list[Item]:
+def deliveries(facts: Facts) -> Iterator[Item]:
     """Every hook call of the simulation's runs (async ones included), with how long it took."""
-    items = []
     for event, handler, record in facts.speaks.hook_calls(facts.report):
         ms = latency_of(record)
         fields, text = {"event": event, "handler": handler, "latency": ms}, f"{event} → {handler}"
-        items.append(Item(fields, f"{text}: {_ms(ms)}", None, str(record.get("run_id"))))
-    return items
+        yield Item(fields, f"{text}: {_ms(ms)}", None, str(record.get("run_id")))
 
 
-def injected_per_turn(facts: Facts) -> list[Item]:
+def injected_per_turn(facts: Facts) -> Iterator[Item]:
     """The tokens each handler injected for each model turn (its injections before it, summed)."""
     sums: Counter[tuple[Any, Any, int]] = Counter()
     for message in facts.messages:
@@ -709,22 +703,18 @@ def injected_per_turn(facts: Facts) -> list[Item]:
             info = sim.get("injection") or {}
             key = (message.get("agent_run_id"), info.get("source"), int(info.get("turn") or 0) + 1)
             sums[key] += int(sim.get("tokens") or 0)
-    items = []
     for (run_id, handler, turn), tokens in sums.items():
         text = f"{handler}: {tokens} token(s) for model turn {turn}"
-        items.append(Item({"handler": handler, "tokens": tokens, "turn": turn}, text, None, run_id))
-    return items
+        yield Item({"handler": handler, "tokens": tokens, "turn": turn}, text, None, run_id)
 
 
-def context_per_turn(facts: Facts) -> list[Item]:
+def context_per_turn(facts: Facts) -> Iterator[Item]:
     """The size of the model's context on each model turn (1, 2, ...), its answer included."""
-    items = []
     for turn, message in enumerate(facts.answers, start=1):
         tokens = int((message.get("sim") or {}).get("context_tokens") or 0)
         text = f"model turn {turn}: {tokens} token(s) of context"
         where = (message.get("id"), message.get("agent_run_id"))
-        items.append(Item({"tokens": tokens, "turn": turn}, text, *where))
-    return items
+        yield Item({"tokens": tokens, "turn": turn}, text, *where)
 
 
 def _ms(value: float) -> str:
