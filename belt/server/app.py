@@ -207,18 +207,17 @@ class ReplayGuard:
     def answered(self, delivery: Delivery, answer: Answer | None) -> None:
         """Keep a new delivery's answer; None forgets the id (a failed handler is asked again)."""
         delivery.pending = False
-        current = self._seen.get(delivery.msg_id) is delivery
-        if answer is None:
-            if current:
+        if not self.forgotten(delivery):
+            if answer is None:
                 del self._seen[delivery.msg_id]
-        elif current:
-            delivery.answer = answer
-            self._kept[delivery.msg_id] = len(answer.body)
-            self._kept_bytes += len(answer.body)
-            while self._kept_bytes > self.answers_max_bytes:
-                oldest = next(iter(self._kept))
-                self._kept_bytes -= self._kept.pop(oldest)
-                self._seen[oldest].answer = None
+            else:
+                delivery.answer = answer
+                self._kept[delivery.msg_id] = len(answer.body)
+                self._kept_bytes += len(answer.body)
+                while self._kept_bytes > self.answers_max_bytes:
+                    oldest = next(iter(self._kept))
+                    self._kept_bytes -= self._kept.pop(oldest)
+                    self._seen[oldest].answer = None
         if delivery.answered is not None:
             delivery.answered.set()
 

@@ -428,8 +428,7 @@ class Deliveries:
 
     def _entry(self, delivery_id: str) -> Entry:
         """A delivery's entry, read from its log when no longer held; NotFound when none."""
-        entry = self.by_id.get(delivery_id)
-        return entry if entry is not None else self._from_log(delivery_id)[0]
+        return self.by_id.get(delivery_id) or self._from_log(delivery_id)[0]
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
         """A delivery's entry and whole record (its run may be named by a short id); NotFound."""
@@ -452,13 +451,11 @@ class Deliveries:
     def _from_log(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
         """The entry and record of a delivery read from its log (one not held)."""
         owner, offset = parse_id(delivery_id)
-        try:
+        with contextlib.suppress(NotFound):
             record = self.store.read_log_line(*log_of(owner), offset)
-        except NotFound:
-            raise NotFound(f"no delivery {delivery_id}") from None
-        if (entry := held(owner, offset, record)) is None:
-            raise NotFound(f"no delivery {delivery_id}")
-        return entry, record
+            if (entry := held(owner, offset, record)) is not None:
+                return entry, record
+        raise NotFound(f"no delivery {delivery_id}")
 
     def read(self, entry: Entry) -> dict[str, object]:
         """The whole record of a delivery already listed."""

@@ -272,16 +272,16 @@ def resolve(
     dto = gate_item(read_record(store=store, interrupt_id=interrupt_id), clock.now())
     run_id = str(dto["run_id"])
     run = store.get(RUN, run_id)
+    waiting: dict[str, object] = {}
     if run is None or not run.get("sim_id"):
-        return dto, {"run_id": run_id, "continues": False, "why": "not a simulated run"}
-    waiting = list_interrupts(store=store, run_id=run_id)
-    if waiting:
-        why = f"{len(waiting)} more gate(s) of the run are pending"
-        return dto, {"run_id": run_id, "continues": False, "why": why, "waiting": len(waiting)}
-    if run.get("state") != AgentRunState.INPUT_REQUIRED:
-        return dto, {"run_id": run_id, "continues": False, "why": f"the run is {run['state']}"}
-    lease = run.get("lease")
-    if leases.holder_alive(lease) and not leases.is_mine(lease):
+        why = "not a simulated run"
+    elif pending := list_interrupts(store=store, run_id=run_id):
+        why = f"{len(pending)} more gate(s) of the run are pending"
+        waiting = {"waiting": len(pending)}
+    elif run.get("state") != AgentRunState.INPUT_REQUIRED:
+        why = f"the run is {run['state']}"
+    elif leases.holder_alive(lease := run.get("lease")) and not leases.is_mine(lease):
         why = f"{leases.describe(lease)} continues it"
-        return dto, {"run_id": run_id, "continues": False, "why": why}
-    return dto, {"run_id": run_id, "continues": True, "why": "this server continues it"}
+    else:
+        return dto, {"run_id": run_id, "continues": True, "why": "this server continues it"}
+    return dto, {"run_id": run_id, "continues": False, "why": why, **waiting}
