@@ -127,15 +127,12 @@ class Inspector:
             self.deliveries.query, filters, limit=int(limit), before=params.get("before") or None
         )
 
-    async def replay(self, request: Request) -> Any:
+    def replay(self, body: dict[str, object]) -> Any:
         """POST /inspector/replay: ``{"ids": [...]}`` or ``{"filter": {...}}`` or ``{"run": id}``,
         ``"target"``, and for one delivery an edited ``"payload"``."""
-        body = await read_json_object(request)
         target = parse_target(body.get("target"))
-        entries = await run_in_threadpool(self._selection, body)
-        return await run_in_threadpool(
-            self.replayer.replay, entries=entries, target=target, payload=body.get("payload")
-        )
+        entries = self._selection(body)
+        return self.replayer.replay(entries=entries, target=target, payload=body.get("payload"))
 
     def _selection(self, body: dict[str, object]) -> list[Any]:
         ids, chosen, run = body.get("ids"), body.get("filter"), body.get("run")
@@ -315,7 +312,7 @@ def build(
             "stream": inspector.stream,
         },
         "POST": {
-            "replay": inspector.replay,
+            "replay": calling(inspector.replay, body=True),
             "scenario": inspector.scenario,
             "gates/{interrupt_id}/resolve": inspector.resolve,
         },
