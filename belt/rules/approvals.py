@@ -185,12 +185,11 @@ def rules_of(doc: Mapping[str, object], source: str, digest: str) -> Rules:
             + (describe(raw_rules) if raw_rules is not None else "none"),
         )
     else:
-        names: set[str] = set()
         for index, raw in enumerate(raw_rules):
-            if (rule := _parse_rule(raw, index, problems)) is not None and rule.name in names:
+            rule = _parse_rule(raw, index, problems)
+            if rule is not None and any(earlier.name == rule.name for earlier in rules):
                 problems.error(f'rules[{index}] "{rule.name}".name', "another rule has this name")
             elif rule is not None:
-                names.add(rule.name)
                 rules.append(rule)
     if problems.problems:
         first, more = problems.problems[0], len(problems.problems) - 1
