@@ -358,17 +358,14 @@ class Platform:
     def _problem(
         self, url: str, response: httpx.Response, raw: bytes, what: str | None = None
     ) -> BeltError:
-        status = response.status_code
-        detail = ""
-        problems: list[str] = []
-        problem = None
+        status, problem = response.status_code, None
         with contextlib.suppress(StrictJSONError):
             problem = decode(raw)
-        if isinstance(problem, dict):
-            named = (problem.get(key) for key in ("detail", "title"))
-            detail = next((text for text in named if isinstance(text, str) and text.strip()), "")
-            if isinstance(errors := problem.get("errors"), list):
-                problems = [self._clip(str(e)) for e in errors[1:]]
+        fields = problem if isinstance(problem, dict) else {}
+        named = (fields.get(key) for key in ("detail", "title"))
+        detail = next((text for text in named if isinstance(text, str) and text.strip()), "")
+        errors = fields.get("errors")
+        problems = [self._clip(str(e)) for e in errors[1:]] if isinstance(errors, list) else []
         detail = self._clip(detail or response.reason_phrase or "error")
         if what is not None and status in (400, 422):
             message = f"{url} refused {what}: {detail} (HTTP {status})"
