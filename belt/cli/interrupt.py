@@ -303,7 +303,6 @@ def resolve_all(
 ) -> None:
     """`resolve --all`: gates shown, confirmed, settled as a batch (one by one with --no-atomic)."""
     from belt.records import interrupts as records  # start-up: belt --help
-    from belt.records.interrupts import batch_digest, short_digest  # start-up: belt --help
 
     wanted = None if digest is None else digest.strip().lower().removeprefix("sha256:")
     if wanted is not None and not re.fullmatch("[0-9a-f]{12,}", wanted):
@@ -312,7 +311,7 @@ def resolve_all(
             "sha256: optional)"
         )
     items = select(backend)
-    found = batch_digest(items) if items else ""
+    found = records.batch_digest(items) if items else ""
     if wanted is not None and not found.startswith(f"sha256:{wanted}"):
         # The batch --digest names, settled before (in whole or in part), is settled again,
         # which changes nothing but the rest; any other set of gates exits 4.
@@ -324,14 +323,14 @@ def resolve_all(
             ours = records.batch_id(wanted)
             settled = [i for i in settled if records.in_batch(read(interrupt_id=i["id"]), ours)]
         batch = [item for item in selected if item.get("status") == "pending"] + settled
-        if not settled or not batch_digest(batch).startswith(f"sha256:{wanted}"):
-            now = short_digest(found) if found else "none (no pending gate matches)"
+        if not settled or not records.batch_digest(batch).startswith(f"sha256:{wanted}"):
+            now = records.short_digest(found) if found else "none (no pending gate matches)"
             raise Conflict(
                 f"the gates selected now are not the ones shown: digest {now}, not "
                 f"{wanted[:12]}; nothing settled",
                 hint="run it again without --digest to see the gates selected now",
             )
-        _settle(backend, batch, batch_digest(batch), decision, data, json_=json_)
+        _settle(backend, batch, records.batch_digest(batch), decision, data, json_=json_)
         return
     if not items:
         if not output.json_printed(json_, {"resolved": [], "missed": []}):
@@ -343,7 +342,7 @@ def resolve_all(
         for item in items:
             holds = f"{gate_event(item)} {gate_holds(item)}"
             output.echo(f"  {_name(item)}  {holds}  run {item.get('run_id')}", stderr=True)
-        output.echo(f"{len(items)} gate(s), digest {short_digest(found)}", stderr=True)
+        output.echo(f"{len(items)} gate(s), digest {records.short_digest(found)}", stderr=True)
     one_by_one = not backend.batch_atomic()
     if one_by_one and atomic:
         raise UsageError(
@@ -358,7 +357,7 @@ def resolve_all(
             raise UsageError(
                 f"resolve --all would settle {count} and asks first, but standard input is "
                 "not a terminal",
-                hint=f"add --yes --digest {short_digest(found)} to settle exactly these from "
+                hint=f"add --yes --digest {records.short_digest(found)} to settle exactly these from "
                 "a script",
             )
         if not typer.confirm(f"settle {count} as {decision}?", err=True):
