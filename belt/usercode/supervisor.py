@@ -202,10 +202,7 @@ class Supervisor:
         if self.template is not None:
             status = self.template.status(worker)
         else:  # forked here: one that does not end within GRACE (it runs on) is ended
-            ended, status = _waited(worker.pid, GRACE)
-            if not ended:
-                self.end(worker, _PIPE_CLOSED)
-                status = _waited(worker.pid)[1]
+            status = _reaped(worker.pid, functools.partial(self.end, worker, _PIPE_CLOSED))
         return self._how(worker, status)
 
     def end(self, worker: _Worker, why: str) -> None:
@@ -270,7 +267,7 @@ class Supervisor:
                 self._hand(worker, pending)
                 self._hand(worker, pending)
             watched: list[Any] = list(self.workers)
-            if self.template is not None and self.template.alive:
+            if self.template is not None and self.template.sock is not None:
                 watched.append(self.template.sock)
             ready, _, _ = select.select(watched, [], [], POLL)
             if not ready:
@@ -379,8 +376,7 @@ class _Template:
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
         self.pid = 0
-        self.sock: socket.socket | None = None
-        self.alive = False
+        self.sock: socket.socket | None = None  # None: the template is not running
         self.statuses: dict[int, int] = {}  # wait statuses of reaped workers not yet asked for
 
     def start(self) -> None:
@@ -397,7 +393,7 @@ class _Template:
             supervisor._leave_owner()
             _template(supervisor, theirs)
         theirs.close()
-        self.pid, self.sock, self.alive = pid, ours, True
+        self.pid, self.sock = pid, ours
         loading: tuple[str, float, str] | None = None
         until = 0.0
         while True:
@@ -416,13 +412,11 @@ class _Template:
                     raise BeltError(f"the process that starts belt's workers {how}")
                 key, _, where = loading
                 supervisor.skip.add(key)
-                supervisor.problems[key] = (
-                    5,
-                    f"{where}: importing {key} ended the process: it {how}",
-                )
+                problem = f"{where}: importing {key} ended the process: it {how}"
+                supervisor.problems[key] = (5, problem)
                 return False
             if message[0] == "loading":
-                loading = (message[1], message[2], message[3])
+                loading = message[1:]
                 until = time.monotonic() + message[2]
             elif message[0] == "loaded":
                 loading = None
@@ -433,22 +427,16 @@ class _Template:
 
     def close(self, *, kill: bool = False) -> int | None:
         """End the template (``kill``: at once, else after ``GRACE``); its wait status."""
-        self.alive = False
         if kill:
             _kill(self.pid)
-        if self.sock is not None:
-            self.sock.close()
-        ended, status = _waited(self.pid, None if kill else GRACE)
-        if not ended:
-            _kill(self.pid)
-            status = _waited(self.pid)[1]
-        return status
+        self._drop_socket()
+        return _reaped(self.pid, functools.partial(_kill, self.pid))
 
     def fork(self, seat: int, tasks: int, results: int) -> int:
         """A new worker's pid, in ``seat`` on the pipe ends ``tasks`` and ``results``."""
         for again in (True, False):
             with contextlib.suppress(OSError):
-                if self.alive and self.sock is not None:
+                if self.sock is not None:
                     socket.send_fds(self.sock, [_SEAT.pack(seat)], [tasks, results])
                     while (message := self._take()) is not None:
                         if message[0] == "forked":
@@ -458,11 +446,16 @@ class _Template:
                 self.start()
         raise BeltError("cannot start a worker process for the user's code")
 
+    def _drop_socket(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
     def _take(self) -> Any:
         """What the template says next, taken in; None once it ended."""
-        message = _receive_socket(self.sock) if self.alive and self.sock is not None else None
+        message = _receive_socket(self.sock) if self.sock is not None else None
         if message is None:
-            self.alive = False
+            self._drop_socket()
         elif message[0] == "ended":
             self.statuses[message[1]] = message[2]
         elif message[0] == "stopped":
@@ -473,7 +466,7 @@ class _Template:
 
     def look(self) -> None:
         """Take in whatever the template has said, without waiting."""
-        while self.alive and self.sock is not None and select.select([self.sock], [], [], 0)[0]:
+        while self.sock is not None and select.select([self.sock], [], [], 0)[0]:
             self._take()
 
     def status(self, worker: _Worker) -> int | None:
@@ -489,7 +482,7 @@ class _Template:
                 killed = True
                 deadline = time.monotonic() + 5 * GRACE
                 continue
-            if not self.alive or self.sock is None:
+            if self.sock is None:
                 return None
             if select.select([self.sock], [], [], left)[0]:
                 self._take()
@@ -758,19 +751,22 @@ def _identity(fd: int) -> tuple[int, int] | None:
     return None
 
 
-def _waited(pid: int, seconds: float | None = None) -> tuple[bool, int | None]:
-    """Wait up to ``seconds`` (None: no limit) for ``pid``: whether it ended, and its status."""
-    deadline = time.monotonic() + (seconds or 0.0)
+def _reaped(pid: int, overrun: Callable[[], None]) -> int | None:
+    """Wait for ``pid`` (``overrun()`` ends it past ``GRACE``): its wait status, None if unknown."""
+    deadline = time.monotonic() + GRACE
+    flags = os.WNOHANG
     while True:
         try:
-            done, status = os.waitpid(pid, 0 if seconds is None else os.WNOHANG)
+            done, status = os.waitpid(pid, flags)
         except ChildProcessError:
-            return True, None
+            return None
         if done:
-            return True, status
-        if time.monotonic() > deadline:
-            return False, None
-        time.sleep(0.0005)
+            return status
+        if flags and time.monotonic() > deadline:
+            overrun()
+            flags = 0  # ended now: wait for it
+        else:
+            time.sleep(0.0005)
 
 
 def _ended_how(status: int | None) -> str:
@@ -840,11 +836,10 @@ def _last_line(text: str) -> str:
 
 def _exception_text(exc: BaseException) -> tuple[bytes | None, str]:
     """What a step raised, pickled when it can be, and its traceback as text."""
-    text = "".join(traceback.format_exception(exc))
     blob: bytes | None = None
     with contextlib.suppress(Exception):
         blob = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
-    return blob, text
+    return blob, "".join(traceback.format_exception(exc))
 
 
 def _exception(value: tuple[bytes | None, str]) -> BaseException:
