@@ -261,13 +261,10 @@ def _fitted_widths(columns: Sequence[str], cells: list[list[str]], width: int) -
     """Column widths of a table ``width`` wide in which no word is cut, or None if none fits."""
     from rich.cells import cell_len
 
-    most: list[int] = []
-    least: list[int] = []
-    for i, column in enumerate(columns):
-        texts = [column, *(row[i] for row in cells)]
-        most.append(max(cell_len(text) for text in texts))
-        words = (cell_len(word) for text in texts for word in text.split())
-        least.append(max(max(words, default=0), min(most[i], _TEXT)))
+    texts = list(zip(columns, *cells, strict=True))  # each column's heading, then its cells
+    most = [max(map(cell_len, column)) for column in texts]
+    longest_word = [max(map(cell_len, " ".join(column).split()), default=0) for column in texts]
+    least = [max(word, min(widest, _TEXT)) for word, widest in zip(longest_word, most, strict=True)]
     room = width - _GAP * (len(columns) - 1)
     if sum(least) > room:
         return None
@@ -292,10 +289,9 @@ def _records(columns: Sequence[str], cells: list[list[str]], *, first: bool) -> 
     wrap = textwrap.TextWrapper(
         max(out.width - label_width, 20), break_long_words=False, break_on_hyphens=False
     ).wrap
-    for row in cells:
-        if not first:
+    for number, row in enumerate(cells):
+        if number or not first:
             echo()
-        first = False
         for column, value in zip(columns, row, strict=True):
             if not value:
                 continue
