@@ -48,6 +48,7 @@ RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DURATION = re.compile(r"^(\d{1,20})([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 READ_BYTES = 4 * 1024 * 1024  # how much of a log a replay reads at a time
+SUMMARY = ("replayed", "changed", "decisions_changed", "injections_changed", "errors")  # in order
 PROBLEMS_KEPT = 20  # a replay names at most this many of the lines it skipped (and counts them all)
 
 
@@ -102,7 +103,7 @@ class ReplayReport(TypedDict, total=False):
     source: str
     target: str
     rows: list[RowJSON]
-    summary: dict[str, int]  # replayed, changed, decisions_changed, injections_changed, errors
+    summary: dict[str, int]  # each of SUMMARY, in its order
     first_error: str | None
     fix: str | None
     skipped: int
@@ -314,11 +315,8 @@ def open_target(
             return WebhookResult(200, "", loaded.decide(model).response, None, 0)
 
         return f"policy {policy}", decide, lambda: None
-    func, caller, label = (
-        load_handler(str(handler), where="--handler"),
-        InProcess(),
-        reference(str(handler)),
-    )
+    func = load_handler(str(handler), where="--handler")
+    caller, label = InProcess(), reference(str(handler))
     call = partial(
         caller.call, label, func, timeout=WEBHOOK_TIMEOUT_DEFAULT, message_limit=MESSAGE_LIMIT
     )
@@ -454,11 +452,7 @@ class Replay:
     first_error: str | None = None
     fix: str | None = None
     first_failure: WebhookResult | None = None  # the first delivery sent that failed
-    summary: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("replayed", "changed", "decisions_changed", "injections_changed", "errors"), 0
-        )
-    )
+    summary: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMARY, 0))
 
     def head(self) -> ReplayReport:
         """What the report says before its rows."""
@@ -491,8 +485,7 @@ class Replay:
 
     def report(self) -> ReplayReport:
         """The whole report, every row in a list (for a replay of a bounded selection)."""
-        rows = list(self.rows())
-        return {**self.head(), "rows": rows, **self.tail()}
+        return {**self.head(), "rows": list(self.rows()), **self.tail()}
 
     def rows(self) -> Iterator[RowJSON]:
         """Deliver, compare, journal and count each payload (none after ``deadline``); its row."""
