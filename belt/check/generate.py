@@ -41,9 +41,7 @@ TOOL_NAME_CHARS = string.ascii_letters + string.digits + "_-"
 TOOL_NAME_MAX = 64  # as the models' function calling takes it
 TOOLS = ("delete_file", "read_file", "write_file", "run_shell", "http_request", "search", "finish")
 TOOL_RESULT_STATUS = "completed"  # the spec fixes the status of every agent.tool_result
-FIXED_TIMESTAMP = (
-    "2026-08-11T14:00:00Z"  # the explicit examples' (the spec's), for a seed to repeat
-)
+FIXED_TIMESTAMP = "2026-08-11T14:00:00Z"  # the explicit examples' (the spec's): a seed repeats
 PATHS = ("/tmp/old.txt", "/etc/passwd", "/tmp/../etc/passwd", "/", "", "~/.ssh/id_rsa", "C:\\")
 
 Strategy = st.SearchStrategy[Any]
@@ -93,13 +91,11 @@ def json_values(max_leaves: int = 12) -> Strategy:
         | st.floats(allow_nan=False, allow_infinity=False)
         | texts(max_size=40)
     )
-    return st.recursive(
-        scalars,
-        lambda inner: (
-            st.lists(inner, max_size=4) | st.dictionaries(texts(max_size=12), inner, max_size=4)
-        ),
-        max_leaves=max_leaves,
-    )
+
+    def nested(inner: Strategy) -> Strategy:
+        return st.lists(inner, max_size=4) | st.dictionaries(texts(max_size=12), inner, max_size=4)
+
+    return st.recursive(scalars, nested, max_leaves=max_leaves)
 
 
 def large_text() -> st.SearchStrategy[str]:
@@ -130,13 +126,8 @@ DEFAULT_PATH_PATTERN = "/tmp/*"  # the spec's own policy example, when no proper
 GLOB_SPECIAL = "*?["
 ELSEWHERE, ELSEWHERE_FROM_ETC = "/etc/passwd", "/root/.ssh/id_rsa"  # where a .. attack leads
 # Cyrillic letters drawn as the Latin ones (``/tmр`` with a Cyrillic ``р``).
-LOOKALIKES = dict(
-    zip(
-        "acehijopsxy",
-        "\u0430\u0441\u0435\u04bb\u0456\u0458\u043e\u0440\u0455\u0445\u0443",
-        strict=True,
-    )
-)
+CYRILLIC = "\u0430\u0441\u0435\u04bb\u0456\u0458\u043e\u0440\u0455\u0445\u0443"
+LOOKALIKES = dict(zip("acehijopsxy", CYRILLIC, strict=True))
 ATTACK_KINDS = ("..", "prefix", "//", "trailing /", ".", "case", "look-alike")
 
 
@@ -302,9 +293,8 @@ def is_tool_name(value: Any) -> bool:
 
 def tool_names(*, beyond_spec: bool = False) -> st.SearchStrategy[str]:
     """Tool names: common ones and any of ``TOOL_NAME_CHARS`` (``beyond_spec``: any text)."""
-    names = st.sampled_from(TOOLS) | st.text(
-        alphabet=TOOL_NAME_CHARS, min_size=1, max_size=TOOL_NAME_MAX
-    )
+    named = st.text(alphabet=TOOL_NAME_CHARS, min_size=1, max_size=TOOL_NAME_MAX)
+    names = st.sampled_from(TOOLS) | named
     if beyond_spec:
         return names | st.just("") | texts(max_size=TOOL_NAME_MAX * 2)
     return names
