@@ -186,11 +186,8 @@ class ReplayGuard:
         if len(msg_id) > ID_KEPT_MAX:  # 71 characters: no id remembered as it is looks like it
             msg_id = "sha256:" + hashlib.sha256(msg_id.encode()).hexdigest()
         # Ids arrive roughly in time order, so expired ones sit at the front.
-        while self._seen:
-            oldest = next(iter(self._seen))
-            if self._seen[oldest].expires > now:
-                break
-            del self._seen[oldest]
+        while self._seen and next(iter(self._seen.values())).expires <= now:
+            oldest, _ = self._seen.popitem(last=False)
             self._kept_bytes -= self._kept.pop(oldest, 0)
         if (seen := self._seen.get(msg_id)) is not None:
             return seen, False
@@ -459,26 +456,25 @@ def create_app(
         """The virtual clock, a decider's connections and the background loops."""
         if on_loop_error is not None:
             asyncio.get_running_loop().set_exception_handler(accept_errors(on_loop_error))
-        opened = contextlib.AsyncExitStack()
-        if virtual is not None:
-            opened.enter_context(installed(virtual))
-        if isinstance(decide, contextlib.AbstractAsyncContextManager):  # --forward-to's client
-            await opened.enter_async_context(decide)
-        loops = [api.sweep_forever(sweep_interval)] if sweep_interval > 0 else []
-        if resume:
-            loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
-        if approvals is not None:
-            loops.append(Settler(the_store, approvals, report).forever())
-        loops.append(continue_forever(emulator))
-        tasks = [asyncio.create_task(loop) for loop in loops]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)  # each waited for
-            await run_in_threadpool(emulator.close)
-            await opened.aclose()
+        async with contextlib.AsyncExitStack() as opened:
+            if virtual is not None:
+                opened.enter_context(installed(virtual))
+            if isinstance(decide, contextlib.AbstractAsyncContextManager):  # --forward-to's client
+                await opened.enter_async_context(decide)
+            loops = [api.sweep_forever(sweep_interval)] if sweep_interval > 0 else []
+            if resume:
+                loops.append(resume_forever(the_store, report, RESUME_INTERVAL))
+            if approvals is not None:
+                loops.append(Settler(the_store, approvals, report).forever())
+            loops.append(continue_forever(emulator))
+            tasks = [asyncio.create_task(loop) for loop in loops]
+            try:
+                yield
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)  # each waited for
+                await run_in_threadpool(emulator.close)
 
     routes = [
         *platform_routes(hooks, api, health_check(the_store, handler_pool)),
