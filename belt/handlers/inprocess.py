@@ -15,7 +15,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,12 +169,9 @@ class _Worker:
         given, answer = self.ends[0], self.ends[3]
         try:
             while os.read(given, 1) == _GO:
-                call = self.call
                 self.busy = True
-                try:
-                    call.run()  # type: ignore[union-attr]
-                finally:
-                    self.busy = False
+                self.call.run()  # type: ignore[union-attr]  # it raises nothing
+                self.busy = False
                 os.write(answer, _GO)
         except OSError:  # a handler closed an end of its pipes: the fds are not belt's now
             return
@@ -355,9 +352,7 @@ def deliver_here(spec: str, payload: Mapping[str, object]) -> WebhookResult:
     started = time.perf_counter()
     call.run()
     duration = round((time.perf_counter() - started) * 1000)
-    result = _answered(spec, call, duration, ERROR_MESSAGE_LIMIT)
-    result.exception = None
-    return result
+    return replace(_answered(spec, call, duration, ERROR_MESSAGE_LIMIT), exception=None)
 
 
 def _load(spec: str) -> Handler:

@@ -102,12 +102,10 @@ def load_callable(
             raise NotFound(f"{option}: {path}: no such file")
         module = _file_module(path, option)
     else:
-        if root is not None:
-            if root not in sys.path:
-                sys.path.insert(0, root)
-        # Like `python -m`, let a module in the working directory be found.
-        elif "" not in sys.path and str(Path.cwd()) not in sys.path:
-            sys.path.insert(0, str(Path.cwd()))
+        if root is None and "" not in sys.path:  # like `python -m`: from the working directory
+            root = str(Path.cwd())
+        if root is not None and root not in sys.path:
+            sys.path.insert(0, root)
         module = _guarded(lambda: _import_module(module_name, option), module_name, option)
     found: Any = module
     for part in attribute.split("."):
