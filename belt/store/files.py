@@ -232,13 +232,6 @@ def line_too_long(limit: int | None = None) -> UnsafeFile:
     return UnsafeFile(f"a line is longer than the {size_text(limit)} a store line may be")
 
 
-def read_first_line(path: Path) -> bytes:
-    """The first line of a line file (its header), without reading the rest."""
-    fd = open_regular(path)
-    with os.fdopen(fd, "rb") as handle:
-        return read_line(handle, limit=HEADER_MAX)
-
-
 def iter_lines(handle: BinaryIO, start: int) -> Iterator[tuple[int, bytes]]:
     """Each complete line from byte ``start`` on, with its offset, without its newline."""
     handle.seek(start)
@@ -272,9 +265,7 @@ def append_line(path: Path, line: bytes, *, header: bytes, fsync: bool = True) -
 def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.stat_result:
     """Append ``line`` through ``fd`` to ``path``, whose last line is complete; its status after."""
     with _writing(path):  # a partly written line is torn: the next append cuts it off
-        written = os.write(fd, line)
-        if written < len(line):
-            _write_all(fd, line[written:])
+        _write_all(fd, line)
         if fsync:
             os.fsync(fd)
         return os.fstat(fd)

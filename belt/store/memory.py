@@ -14,7 +14,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
-from belt.store.files import HEADER_MAX, read_line
 from belt.store.store import MIGRATIONS, SCHEMA_VERSION, Migration, Store, check_id
 
 BASE = "memory:"  # what the paths of a memory store's records start with, in messages that name one
@@ -108,9 +107,9 @@ class MemoryStore(Store):
             self._files[key] = blob
             self._listed(key)
 
-    def _put_pinned(self, path: Path, blob: bytes) -> int | None:
+    def _put_pinned(self, path: Path, blob: bytes) -> tuple[object, int]:
         self._put_file(path, blob)
-        return None  # nothing to hold open
+        return blob, -1  # its stamp is the record itself; nothing to hold open
 
     def _listed(self, key: str) -> None:
         """Enter a new file's name in its directory (the caller holds the mutex)."""
@@ -124,7 +123,7 @@ class MemoryStore(Store):
             return lines, len(lines)  # a line file and its length, which every append changes
         return found
 
-    def _pin(self, path: Path, stamp: object) -> int | None:
+    def _pin(self, path: Path, stamp: object, flags: int = 0) -> int | None:
         return -1 if self._stamp(path) == stamp else None  # nothing to hold open
 
     def _unpin(self, pin: int) -> None:
@@ -152,11 +151,6 @@ class MemoryStore(Store):
             raise FileNotFoundError(str(path))
         with self._mutex:
             return io.BytesIO(bytes(found))
-
-    def _first_line(self, path: Path) -> bytes:
-        return read_line(self._open_lines(path), limit=HEADER_MAX)
-
-    _open_appending = _pin
 
     def _append_kept(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
         with self._mutex:

@@ -15,6 +15,7 @@ import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
 
@@ -37,7 +38,6 @@ from belt.store.files import (
     make_dirs,
     open_regular,
     read_bytes,
-    read_first_line,
     read_line,
 )
 from belt.store.locking import file_lock
@@ -76,25 +76,29 @@ class LogLines(NamedTuple):
     version: int
 
 
+@dataclass(frozen=True, slots=True)
 class LogReader:
     """One open log: the raw line at an offset, a piece at a time (see ``Store.log_reader``)."""
 
-    def __init__(self, path: Path, handle: BinaryIO) -> None:
-        self.path = path
-        self.handle = handle
+    path: Path
+    handle: BinaryIO
+    version: int  # the schema version its header names
+
+    def starts_line(self, offset: int) -> bool:
+        """True when a line other than the header starts at byte ``offset``, now read from."""
+        if offset <= 0:
+            return False
+        self.handle.seek(offset - 1)
+        return self.handle.read(1) == b"\n"
 
     def pieces(self, offset: int, size: int = 1024 * 1024) -> Iterator[bytes]:
         """The line at byte ``offset`` in pieces of at most ``size`` bytes (none: no line there)."""
-        handle = self.handle
         with _Reading(self.path):
-            if offset <= 0:
-                return
-            handle.seek(offset - 1)
-            if handle.read(1) != b"\n":
+            if not self.starts_line(offset):
                 return
             taken = 0
             while True:
-                piece = handle.read(size)
+                piece = self.handle.read(size)
                 if not piece:
                     return  # the end of a torn last line
                 newline = piece.find(b"\n")
@@ -188,18 +192,6 @@ def _header_line(family: str, schema: int) -> bytes:
 
 def _stamp_of(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-def _open_stamped(path: Path, stamp: object, flags: int) -> int | None:
-    """A descriptor open with ``flags`` on ``path`` if it still has ``stamp``, else None."""
-    try:
-        fd = open_regular(path, flags=flags)
-    except (OSError, UnsafeFile):
-        return None
-    if _stamp_of(os.fstat(fd)) != stamp:
-        os.close(fd)
-        return None
-    return fd
 
 
 def _close_all(kept: dict[Path, Any]) -> None:
@@ -382,15 +374,14 @@ class Store:
 
     def update(self, kind: str, id: str, fn: Callable[[R], R]) -> R:
         """Under the lock: read, apply ``fn`` (nothing written if it raises), write, return it."""
-        if not self._lexists(self.path(kind, id)):
+        path = self.path(kind, id)
+        if not self._lexists(path):
             raise NotFound(f"no {kind} {id}")  # without leaving a lock file for a missing id
         with self.lock(kind, id):
             # Read afresh (no one else holds it); a stat, when this store keeps the record.
-            kept = self.path(kind, id) in self._fresh
-            current = self.read_fresh(kind, id) if kept else self.read(kind, id)
+            current = self.read_fresh(kind, id) if path in self._fresh else self.read(kind, id)
             new = fn(cast(R, current))
-            blob = self._encode_object(kind, id, new)  # TypeError unless it is a dict
-            self._replace(self.path(kind, id), blob)
+            self._replace(path, self._encode_object(kind, id, new))  # TypeError unless a dict
             return new
 
     def _replace(self, path: Path, blob: bytes) -> None:
@@ -398,12 +389,8 @@ class Store:
         if path not in self._fresh:
             self._put_file(path, blob)
             return
-        pin = self._put_pinned(path, blob)
-        if pin is not None:
-            self._keep(path, _stamp_of(os.fstat(pin)), blob, pin)
-        else:  # no descriptor held (a memory store): pinned by its stamp
-            stamp = self._stamp(path)
-            self._keep(path, stamp, blob, None if stamp is None else self._pin(path, stamp))
+        stamp, pin = self._put_pinned(path, blob)
+        self._keep(path, stamp, blob, pin)
 
     def merge(self, kind: str, id: str, changes: Mapping[str, object]) -> Record:
         """Under the object's lock: set the fields in ``changes``, keep the rest; return it."""
@@ -477,9 +464,8 @@ class Store:
         sync: bool | None = None,
     ) -> None:
         """``append`` of each of ``records`` in one write; a new log is created by a hard link."""
-        for record in records:
-            if not isinstance(record, dict):
-                raise TypeError("a log record must be a dict")
+        if not all(isinstance(record, dict) for record in records):
+            raise TypeError("a log record must be a dict")
         if not records:
             return
         path = self._log_path(log, id)
@@ -543,24 +529,17 @@ class Store:
         missing = NotFound(f"no record of {log} {id} starts at byte {offset}")
         if offset <= 0:
             raise missing
-        with self._open_log(log, id) as (path, handle, version), _Reading(path):
-            handle.seek(offset - 1)
-            if handle.read(1) != b"\n":
+        with self.log_reader(log, id) as reader, _Reading(reader.path):
+            if not reader.starts_line(offset):
                 raise missing
-            line = read_line(handle)
+            line = read_line(reader.handle)
         if not line.endswith(b"\n"):
             raise missing
-        return self.decode_log_line(log, id, line[:-1], offset, version)
+        return self.decode_log_line(log, id, line[:-1], offset, reader.version)
 
     @contextmanager
     def log_reader(self, log: str, id: str) -> Iterator[LogReader]:
-        """The log opened once, to read lines at offsets; InvalidInput if damaged, NotFound."""
-        with self._open_log(log, id) as (path, handle, _):
-            yield LogReader(path, handle)
-
-    @contextmanager
-    def _open_log(self, log: str, id: str) -> Iterator[tuple[Path, BinaryIO, int]]:
-        """A log opened with its header checked: (path, handle, version); NotFound if missing."""
+        """The log opened once, its header checked, to read lines at offsets; NotFound if none."""
         path = self._log_path(log, id)
         opened = self._opened(path)
         if opened is None:
@@ -568,7 +547,7 @@ class Store:
         with opened as handle:
             with _Reading(path):
                 version = self._check_header(path, read_line(handle, limit=HEADER_MAX), "log")
-            yield path, handle, version
+            yield LogReader(path, handle, version)
 
     # The private part: what is never printed, journalled or reported (URLs with credentials)
 
@@ -684,14 +663,13 @@ class Store:
     ) -> None:
         line = _lines(records)
         sync = self.fsync if sync is None else sync
-        appended = self._appended.pop(path, None)
-        if appended is not None:
-            stamp, handle = appended
+        stamp, handle = self._appended.pop(path, (None, None))
+        if handle is not None:
             try:
                 same = stamp == self._stamp(path)
             except OSError:
                 same = False  # the path below says what is wrong
-            if same and handle is not None:
+            if same:
                 # As this store's last append left it: no header to read, no torn tail to cut.
                 try:
                     stamp = self._append_kept(handle, path, line, sync=sync)
@@ -700,8 +678,7 @@ class Store:
                     raise
                 self._appended[path] = (stamp, handle)
                 return
-            if handle is not None:
-                self._unpin(handle)  # the file changed since this store's last append
+            self._unpin(handle)  # the file changed since this store's last append
         # Never add to a file this belt cannot read (damaged, or from a newer belt).
         header = _header_line(family, self.schema)
         for attempt in (1, 2):
@@ -723,7 +700,7 @@ class Store:
                 raise damaged(path, exc.why) from None
         stamp = self._stamp(path)  # the caller holds the file's lock: no one appended since
         if stamp is not None:
-            self._keep_appended(path, stamp, self._open_appending(path, stamp))
+            self._keep_appended(path, stamp, self._pin(path, stamp, os.O_RDWR | os.O_APPEND))
 
     def _keep_appended(self, path: Path, stamp: object, handle: int | None) -> None:
         if len(self._appended) >= FRESH_KEPT:
@@ -767,8 +744,10 @@ class Store:
     def _put_file(self, path: Path, blob: bytes, *, exclusive: bool = False) -> None:
         atomic_write(path, blob, fsync=self.fsync, exclusive=exclusive)
 
-    def _put_pinned(self, path: Path, blob: bytes) -> int | None:
-        return atomic_write(path, blob, fsync=self.fsync, keep_open=True)
+    def _put_pinned(self, path: Path, blob: bytes) -> tuple[object, int]:
+        """Replace ``path`` with ``blob``: the new file's stamp and a descriptor open on it."""
+        fd = cast(int, atomic_write(path, blob, fsync=self.fsync, keep_open=True))
+        return _stamp_of(os.fstat(fd)), fd
 
     def _is_file(self, path: Path) -> bool:
         return path.is_file()
@@ -784,9 +763,16 @@ class Store:
     def _hold(self, lock_path: Path) -> AbstractContextManager[object]:
         return file_lock(lock_path)
 
-    def _pin(self, path: Path, stamp: object) -> int | None:
-        """A descriptor held open on ``path`` if it has ``stamp`` (its inode kept), else None."""
-        return _open_stamped(path, stamp, os.O_RDONLY)
+    def _pin(self, path: Path, stamp: object, flags: int = os.O_RDONLY) -> int | None:
+        """A descriptor held open with ``flags`` on ``path`` if it has ``stamp``, else None."""
+        try:
+            fd = open_regular(path, flags=flags)
+        except (OSError, UnsafeFile):
+            return None
+        if _stamp_of(os.fstat(fd)) != stamp:
+            os.close(fd)
+            return None
+        return fd
 
     def _unpin(self, pin: int) -> None:
         os.close(pin)
@@ -801,11 +787,8 @@ class Store:
         return os.fdopen(open_regular(path), "rb")
 
     def _first_line(self, path: Path) -> bytes:
-        return read_first_line(path)
-
-    def _open_appending(self, path: Path, stamp: object) -> int | None:
-        """A descriptor open for appending on ``path`` if it has ``stamp``, else None."""
-        return _open_stamped(path, stamp, os.O_RDWR | os.O_APPEND)
+        with self._open_lines(path) as handle:
+            return read_line(handle, limit=HEADER_MAX)
 
     def _append_kept(self, handle: int, path: Path, line: bytes, *, sync: bool) -> object:
         """Append ``line`` through ``handle`` to ``path``; the file's stamp after it."""
