@@ -134,16 +134,14 @@ def read_answer(text: str) -> Answer:
 
 
 def _read_answer(text: str) -> Answer:
-    if not text.strip():
-        return Answer(LifecycleHookResponse())
     try:
-        document = decode(text)
+        document = decode(text) if text.strip() else None
     except StrictJSONError as exc:
         if exc.lineno is not None:
             reason = exc.reason.removeprefix("invalid JSON: ")
             return Answer(None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {reason}")
         return Answer(None, exc.reason)
-    if document is None:
+    if document is None:  # an empty body, or JSON null
         return Answer(LifecycleHookResponse())
     if not isinstance(document, dict):
         return Answer(None, f"expected a JSON object, got {describe(document)}")
@@ -239,10 +237,10 @@ def likely_fix(error: str | None, *, timeout: float | None = None) -> str | None
         return None
     host = failure.host
     mine = serves.recorded_at(host)
-    if mine is not None and failure.kind != NOT_CONNECTED and not is_alive(mine.pid):
-        mine = None  # a serve gone since: whatever answered there is not it
     if failure.kind == NOT_CONNECTED:
         return _not_connected(failure, mine)
+    if mine is not None and not is_alive(mine.pid):
+        mine = None  # a serve gone since: whatever answered there is not it
     who = mine.describe() if mine is not None else f"the handler at {host}"
     if failure.kind == CLOSED_UNANSWERED:
         why = "it probably crashed or exited handling it; check its output"
