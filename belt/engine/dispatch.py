@@ -60,10 +60,6 @@ class Route:
         """Where a webhook of ``url`` (which starts with the prefix) is delivered."""
         return self.target if is_in_process(self.target) else self.target + url[len(self.prefix) :]
 
-    def to_wire(self) -> dict[str, str]:
-        """The route as the store's private part keeps it."""
-        return {"prefix": self.prefix, "target": self.target}
-
 
 def parse_route(spec: str) -> Route:
     """Parse ``URL_PREFIX=TARGET``; a malformed one is a usage error (exit 2)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import partial
+from dataclasses import asdict
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,11 +41,7 @@ from belt.errors import Conflict, UsageError
 from belt.outgoing import tracing
 from belt.records.chats import disabled
 from belt.records.ids import new_id, now_iso
-from belt.records.interrupts import (
-    cancel_interrupt,
-    create_interrupt,
-    list_interrupts,
-)
+from belt.records.interrupts import cancel_interrupt, create_interrupt, list_interrupts
 from belt.records.messages import Message, NewMessage, active_at
 from belt.records.runs import Run, RunRecord, parked
 from belt.records.sims import Sim, SimHooks, write_hooks
@@ -129,7 +126,6 @@ class PlatformLoop:
         # Reviews save to the owner's registry: one at a time, in the order they were asked for.
         self.reviews = Children(sim, type(self), workers=1)
         self.current: Execution | None = None
-        self._suggested: dict[str, int] | None = None
 
     @classmethod
     def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
@@ -154,8 +150,8 @@ class PlatformLoop:
         registry: dict[str, Any] = {}
         if scenario.agent.registry is not None:
             # The owner's registry first: every file is checked before anything is saved.
-            owner, directory = scenario.agent.owner, Path(loaded.source).parent
-            directory /= scenario.agent.registry
+            owner = scenario.agent.owner
+            directory = Path(loaded.source).parent / scenario.agent.registry
             from belt.records.registry import load_directory  # noqa: PLC0415 - search index
 
             entries = [e.to_json() for e in load_directory(store, directory, owner=owner)]
@@ -174,7 +170,7 @@ class PlatformLoop:
         )
         private: SimHooks = {"hooks": [hook.to_wire() for hook in loaded.hooks]}
         if routes:
-            private["routes"] = [route.to_wire() for route in routes]
+            private["routes"] = [asdict(route) for route in routes]
         if loaded.located:
             private["located"] = {str(i): place.to_wire() for i, place in loaded.located.items()}
         write_hooks(store, str(sim["id"]), private)
@@ -220,15 +216,13 @@ class PlatformLoop:
 
     def resumable(self, run: RunRecord, interrupted: bool) -> Execution:
         """A run held at gates, once all are settled, or one a killed process left, goes on."""
-        if interrupted:
-            execution = Execution(int(run.data["turn_index"]), run, dict(run.execution))
-            self.record_input(execution)
-            return execution
-        if run.state != AgentRunState.INPUT_REQUIRED and not parked(run.data):
-            raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
-        refuse_pending(self.sim.store, run.id, "has {n} pending interrupt(s)")
-        state = dict(run.execution)
-        return Execution(int(run.data["turn_index"]), run, state, input_message_id=state["input"])
+        if not interrupted:
+            if run.state != AgentRunState.INPUT_REQUIRED and not parked(run.data):
+                raise Conflict(f"run {run.id} is {run.state}, not waiting at a gate")
+            refuse_pending(self.sim.store, run.id, "has {n} pending interrupt(s)")
+        execution = Execution(int(run.data["turn_index"]), run, dict(run.execution))
+        self.record_input(execution)  # a killed process may have left it unwritten
+        return execution
 
     def resume_fields(self) -> dict[str, None]:
         """A run going on after its gates is no longer interrupted."""
@@ -635,16 +629,15 @@ class PlatformLoop:
         message = self.sim.recorder.message(self.current.input_message_id)
         return " ".join(c.get("text") or "" for c in message.get("content") or [])
 
+    @cached_property
     def suggested(self) -> dict[str, int]:
         """What ``belt:suggest`` injected in this chat, entry → turn (read back once)."""
-        if self._suggested is None:
-            self._suggested = {}
-            for message in self.sim.recorder.messages:
-                info = (message.get("sim") or {}).get("injection") or {}
-                if message["role"] == "injection" and info.get("source") == SUGGEST:
-                    for item in info.get("items") or []:
-                        self._suggested[item] = int(info.get("turn") or 0)
-        return self._suggested
+        suggested: dict[str, int] = {}
+        for message in self.sim.recorder.messages:
+            info = (message.get("sim") or {}).get("injection") or {}
+            if message["role"] == "injection" and info.get("source") == SUGGEST:
+                suggested |= dict.fromkeys(info.get("items") or [], int(info.get("turn") or 0))
+        return suggested
 
     def add_injection(
         self,
@@ -675,7 +668,7 @@ class PlatformLoop:
         )
         if source == SUGGEST:
             # Past its quiet turns an entry is forgotten: what a suggestion leaves out stays small.
-            suggested = self.suggested()
+            suggested = self.suggested
             for item in [item for item, at in suggested.items() if turn - at > QUIET_TURNS]:
                 del suggested[item]
             suggested.update(dict.fromkeys(inject.items or [], turn))

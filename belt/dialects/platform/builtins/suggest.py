@@ -34,7 +34,7 @@ def run(loop: PlatformLoop, hook_run: HookRun, payload: Mapping[str, object]) ->
         loop.sim.store,
         owner=owner,
         prompt=loop.prompt(),
-        exclude_ids=quiet_items(loop.suggested(), count if isinstance(count, int) else 0),
+        exclude_ids=quiet_items(loop.suggested, count if isinstance(count, int) else 0),
         exclude_origin_agent=loop.sim.agent_id,
     )
     if not matches:
