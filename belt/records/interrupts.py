@@ -548,12 +548,11 @@ def resolve_batch(
                 f"{short_digest(found)}, not {short_digest(digest)}; none settled",
                 hint="list them again and confirm what is shown now",
             )
-        ours = [r for r in records if in_batch(r, batch)]
-        for record in records:
-            if record.get("status") != InterruptStatus.PENDING and record not in ours:
+        pending = [r for r in records if not in_batch(r, batch)]  # none: a repeat
+        for record in pending:
+            if record.get("status") != InterruptStatus.PENDING:
                 raise Conflict(f"{_not_pending(record).message}; none of the {len(ids)} settled")
-        pending = [r["id"] for r in records if r not in ours]  # none: a repeat
-        done = {i: _settle_pending(store, i, now, settled) for i in pending}
+        done = {r["id"]: _settle_pending(store, r["id"], now, settled) for r in pending}
         resolved = [done.get(r["id"]) or to_dto(r) for r in records]
     return {"batch": batch, "digest": digest, "repeated": not pending, "resolved": resolved}
 
