@@ -290,10 +290,8 @@ class Platform:
 
     def set_chat_settings(self, *, chat_id: str, disable_hooks: bool) -> dict[str, object]:
         """``POST /chats/{chat_id}/settings`` with ``disable_hooks``."""
-        check_id(chat_id, what="chat id")
-        result = self.request(
-            "POST", f"/chats/{chat_id}/settings", body={"disable_hooks": disable_hooks}
-        )
+        path = f"/chats/{check_id(chat_id, what='chat id')}/settings"
+        result = self.request("POST", path, body={"disable_hooks": disable_hooks})
         if isinstance(result, dict):
             return result
         return {"id": chat_id, "agent_data": {"disable_hooks": disable_hooks}}
