@@ -488,8 +488,8 @@ def snapshot_lines(comparison: Mapping[str, Any], *, update: str) -> Lines:
     lines: Lines = [(f"the record differs from its snapshot {comparison['path']}:", "red")]
     lines.extend((f"  {change}", "") for change in comparison["changes"])
     for line in comparison["diff"]:
-        style = "dim" if line.startswith(("---", "+++", "@@")) else ""
-        style = style or {"-": "red", "+": "green"}.get(line[:1], "")
+        header = line.startswith(("---", "+++", "@@"))
+        style = "dim" if header else {"-": "red", "+": "green"}.get(line[:1], "")
         lines.append((f"  {line}", style))
     lines.append((f"  if the change is intended, run `{update}`", "dim"))
     return lines
