@@ -373,8 +373,8 @@ def _size(value: Any) -> int:
 def _only_failures(exc: BaseException) -> bool:
     """True for an exception (or a group of them) made only of check failures."""
     if isinstance(exc, BaseExceptionGroup):
-        other = lambda inner: not isinstance(inner, CaseFailed | Flaky | BaseExceptionGroup)  # noqa: E731
-        return exc.subgroup(other) is None
+        _, others = exc.split((CaseFailed, Flaky))
+        return others is None
     return isinstance(exc, CaseFailed | Flaky)
 
 
@@ -463,8 +463,7 @@ def property_case(subject: Subject, sender: Sender, prop: Property, result: Chec
         tally = _tally({"property": result}, counting)
         answer = sender.deliver(subject, payload, f"msg_{secrets.token_urlsafe(18)}")
         tally["property"].cases += 1
-        got = _decision(answer)
-        if got == prop.decision:
+        if (got := _decision(answer)) == prop.decision:
             return []
         why = f", got {got}" if got is not None else f"; the call failed: {answer.error}"
         return _failed(tally, "property", f"expected {prop.decision}{why}")
