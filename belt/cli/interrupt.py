@@ -357,8 +357,8 @@ def resolve_all(
             raise UsageError(
                 f"resolve --all would settle {count} and asks first, but standard input is "
                 "not a terminal",
-                hint=f"add --yes --digest {records.short_digest(found)} to settle exactly these from "
-                "a script",
+                hint=f"add --yes --digest {records.short_digest(found)} to settle exactly these "
+                "from a script",
             )
         if not typer.confirm(f"settle {count} as {decision}?", err=True):
             raise BeltError("nothing resolved: not confirmed")
