@@ -117,16 +117,9 @@ class Supervisor:
         self.words = mmap.mmap(-1, WORDS * self.jobs)
         self._was_frozen = True
 
-    def __enter__(self) -> Supervisor:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- start and end --------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def __enter__(self) -> Supervisor:
         """Get ready to fork workers: with a plan, the template, its modules imported."""
         for stream in (sys.stdout, sys.stderr):  # nothing buffered is written again by a child
             with contextlib.suppress(Exception):
@@ -138,8 +131,9 @@ class Supervisor:
         if self.preload is not None and can_fork():
             self.template = _Template(self)
             self.template.start()
+        return self
 
-    def close(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         """Start nothing more, let each worker end its item (a call's is ended), wait for all."""
         self.stop[0] = 1
         workers = list(self.workers.values())
