@@ -143,8 +143,6 @@ class NexusLoop:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.scenario = sim.scenario_as(NexusScenario)
-        self.worker = sim.options.worker
-        self.notify = sim.options.notify
 
     @classmethod
     def check_options(cls, *, executors: bool, fail_closed: bool, routes: bool = False) -> None:
@@ -216,18 +214,15 @@ class NexusLoop:
         run = None
         # Declaring hooks makes even an ordinary reply without tools run-backed.
         if hooks or turn.tool_only or (turn.model and turn.model[0].tool_calls):
-            standalone = conversation_id is None
             run = self.sim.steps.create_run(
-                index, state, standalone=standalone, dialect=self.name, **fields
+                index, state, standalone=conversation_id is None, dialect=self.name, **fields
             )
             state = run.execution
         execution = self.execution(index, run, state, fields)
-        self.enter(execution, hooks, origin)
+        self.enter(execution, fields)
         return execution
 
-    def enter(
-        self, execution: NexusExecution, hooks: dict[str, Any], profile: dict[str, Any]
-    ) -> None:
+    def enter(self, execution: NexusExecution, fields: Mapping[str, Any]) -> None:
         """Record that an execution began: its input (or the redone reply leaves), its entry."""
         index = execution.turn_index
         if execution.kind == "regeneration":
@@ -248,9 +243,9 @@ class NexusLoop:
                 "state": AgentRunState.WORKING.value,
                 "conversation_id": execution.conversation_id,
                 "input_message_id": execution.input_message_id,
-                "hooks": hooks,
+                "hooks": fields.get("hooks") or {},
                 "approval_mode": execution.approval_mode,
-                "profile": profile,
+                "profile": fields.get("profile") or {},
             },
         )
         if execution.turn.replies:
@@ -282,12 +277,11 @@ class NexusLoop:
                 f"run {run.id} is {run.state}, not on an attention hold or waiting for approval",
                 hint="only a run whose hook task failed or awaits approval can be resumed",
             )
-        state = dict(run.execution)
-        execution = self.execution(int(run.data["turn_index"]), run, state, run.data)
+        execution = self.execution(int(run.data["turn_index"]), run, dict(run.execution), run.data)
         sim_id = str(self.sim.sim["id"])
         if interrupted and not execution_recorded(self.sim.store, sim_id, execution.turn_index):
             # Killed while it began: enter it again.
-            self.enter(execution, run.data.get("hooks") or {}, run.data.get("profile") or {})
+            self.enter(execution, run.data)
         return execution
 
     def execution(
@@ -319,10 +313,8 @@ class NexusLoop:
     def ended(self, execution: Execution, end: End) -> None:
         """Record on the execution's entry how it stopped (held: the state it holds in)."""
         run = execution.run
-        held = run.state if end == End.HELD and run is not None else None
-        self.set_entry_state(
-            self.sim.store, str(self.sim.sim["id"]), execution.turn_index, end, held
-        )
+        state = run.state if end == End.HELD and run is not None else end.value
+        set_execution_state(self.sim.store, str(self.sim.sim["id"]), execution.turn_index, state)
 
     def close(self) -> None:
         """Nothing to release: hook tasks go through the store."""
@@ -362,18 +354,9 @@ class NexusLoop:
     @classmethod
     def mark_ended(cls, store: Store, sim: Sim, run_id: str | None, end: End) -> None:
         """Record how the execution of ``run_id`` stopped on its entry."""
-        if run_id is None:
-            return
-        run = read_run(store, run_id)
-        cls.set_entry_state(store, str(sim["id"]), int(run["turn_index"]), end)
-
-    @classmethod
-    def set_entry_state(
-        cls, store: Store, sim_id: str, turn: int, end: End, held: str | None = None
-    ) -> None:
-        """Write the state an execution stopped in onto its entry (``held``: the run's own)."""
-        state = held or (cls.held_state if end == End.HELD else end.value)
-        set_execution_state(store, sim_id, turn, state)
+        if run_id is not None:
+            turn = int(read_run(store, run_id)["turn_index"])
+            set_execution_state(store, str(sim["id"]), turn, end.value)
 
     @classmethod
     def report_extras(cls, store: Store, sim: Sim, runs: list[Run]) -> ReportExtras:
@@ -564,7 +547,6 @@ class NexusLoop:
     ) -> dict[str, Any] | End:
         """Run one boundary's hook task; its decision, or how the execution ends."""
         with tracing.span(f"belt.hook {event}") as span:
-            hook = execution.hooks[event]
             run_id = execution.run_id
             assert run_id is not None, "an execution with hooks always has a run"
             key = task_key(run_id, event, source)
@@ -575,7 +557,7 @@ class NexusLoop:
                 self.sim.store,
                 key=key,
                 event=event,
-                hook=hook,
+                hook=execution.hooks[event],
                 task_input=task_input,
                 run_id=run_id,
                 sim_id=str(self.sim.sim["id"]),
@@ -630,15 +612,15 @@ class NexusLoop:
             if (remaining := time_left(current)) <= 0:
                 expire_task(store, identity)
                 continue
-            if "waiting" not in told and self.notify is not None:
-                self.notify({"kind": "waiting", **current})
+            if "waiting" not in told and (notify := self.sim.options.notify) is not None:
+                notify({"kind": "waiting", **current})
                 told.add("waiting")
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.05)
 
     def serve_here(self, task: HookTask) -> bool:
         """Serve a pending task with the in-process executor, when it serves the tool."""
-        if (worker := self.worker) is None or task["tool"] not in worker.targets:
+        if (worker := self.sim.options.worker) is None or task["tool"] not in worker.targets:
             return False
         return worker.serve_task(task["id"]) is not None
 
@@ -654,9 +636,10 @@ class NexusLoop:
             # On a virtual clock, only this run's: others' deadlines may be wall time.
             sweep(store=store, run_id=str(interrupt["run_id"]) if clock.current() else None)
             return settle_approval(store, str(task["id"]))
-        if "approval" not in told and self.notify is not None and self.sim.options.wait:
+        options = self.sim.options
+        if "approval" not in told and options.wait and (notify := options.notify) is not None:
             ids = {"interrupt_id": interrupt["id"], "interrupt_short_id": interrupt.get("short_id")}
-            self.notify({"kind": "approval", **task, **ids, "expires_at": interrupt["expires_at"]})
+            notify({"kind": "approval", **task, **ids, "expires_at": interrupt["expires_at"]})
             told.add("approval")
         return task
 
@@ -696,11 +679,8 @@ class NexusLoop:
         error = task.get("error") or {}
         attention: dict[str, Any] = {"reason": error.get("code"), "event": task["event"]}
         attention |= {"tool": task["tool"], "task_id": task["id"], "task_key": task["task_key"]}
-        attention |= {
-            "attempt": task["attempt"],
-            "detail": error.get("message"),
-            "since": now_iso(),
-        }
+        attention |= {"attempt": task["attempt"], "detail": error.get("message")}
+        attention["since"] = now_iso()
         end = self.sim.steps.hold(execution, ChatStatus.WAITING, attention=attention)
         text = (
             f"attention hold: {task['event']} hook task {task['task_key']} failed "
