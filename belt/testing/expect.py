@@ -141,16 +141,14 @@ def expectations_of(loaded: Any) -> list[Expectation]:
     return compiled
 
 
-def read_tested(
-    document: Any, source: str, directory: Path, *, hooks_file: str | Path | None = None
-) -> tuple[Any, list[Expectation]]:
+def read_tested(document: Any, source: str, directory: Path) -> tuple[Any, list[Expectation]]:
     """The read scenario and its compiled expectations; InvalidInput (exit 5) lists all problems."""
     findings = Findings()
     raw = document.get("expect") if isinstance(document, dict) else None
     dialect = scenario_dialect(document, source) if isinstance(document, dict) else "platform"
     expectations = check_expectations(raw, dialect, findings)
     try:
-        loaded = scenario_from_document(document, source, directory, hooks_file=hooks_file)
+        loaded = scenario_from_document(document, source, directory)
     except InvalidInput as exc:
         if not findings.problems:
             raise
