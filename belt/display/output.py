@@ -222,10 +222,10 @@ def _pages(
     widths: list[int] | None = None
     as_records = False
     count = 0
-    for page in pages:
+    for number, page in enumerate(pages):
         count += len(page)
         cells = [["" if value is None else clean(str(value)) for value in row] for row in page]
-        header = widths is None and not as_records
+        header = number == 0
         if not is_terminal(sys.stdout):
             widths = [
                 max([width, *(len(row[i]) for row in cells)])
