@@ -84,21 +84,19 @@ class Located:
 def locate_handler(spec: str, directory: Path, *, where: str) -> Located:
     """Where the handler ``spec`` a file of ``directory`` names loads from (InvalidInput: none)."""
     if spec.startswith(POLICY_PREFIX):
-        written = spec[len(POLICY_PREFIX) :]
-        found = find_named_file(
-            written, directory, where=where, spell=lambda path: POLICY_PREFIX + path
-        )
-        return Located(POLICY_PREFIX + str(found.path), warning=found.warning)
-    module, _, func = reference(spec).partition(":")
-    if is_file_reference(module):
-        found = find_named_file(
-            module, directory, where=where, spell=lambda path: f"{IN_PROCESS_PREFIX}{path}:{func}"
-        )
-        return Located(f"{IN_PROCESS_PREFIX}{found.path}:{func}", warning=found.warning)
-    file, root = locate_module(module, directory)
-    if file is not None:
-        return Located(f"{IN_PROCESS_PREFIX}{file}:{func}")
-    return Located(spec, root=root)
+        prefix, written, suffix = POLICY_PREFIX, spec.removeprefix(POLICY_PREFIX), ""
+    else:
+        module, _, func = reference(spec).partition(":")
+        if not is_file_reference(module):
+            file, root = locate_module(module, directory)
+            if file is not None:
+                return Located(f"{IN_PROCESS_PREFIX}{file}:{func}")
+            return Located(spec, root=root)
+        prefix, written, suffix = IN_PROCESS_PREFIX, module, f":{func}"
+    found = find_named_file(
+        written, directory, where=where, spell=lambda path: f"{prefix}{path}{suffix}"
+    )
+    return Located(f"{prefix}{found.path}{suffix}", warning=found.warning)
 
 
 def wants_model(func: Handler) -> bool:
