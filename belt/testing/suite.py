@@ -450,9 +450,8 @@ def junit_document(
         path = Path(result.name)
         names = (".".join(path.parent.parts) or "belt", path.name, result.name)
         attributes = dict(zip(("classname", "name", "file"), map(xml_text, names), strict=True))
-        case = ElementTree.SubElement(
-            testsuite, "testcase", attributes, time=f"{result.seconds:.3f}"
-        )
+        attributes["time"] = f"{result.seconds:.3f}"
+        case = ElementTree.SubElement(testsuite, "testcase", attributes)
         if coverage and result.coverage:
             properties = ElementTree.SubElement(case, "properties")
             for entry in result.coverage:
