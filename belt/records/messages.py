@@ -213,15 +213,11 @@ class Recorder:
     def update_chat(self, **changes: Any) -> None:
         """Change chat fields under the chat's lock, keeping changes made elsewhere."""
         self.chat = update_chat(self.store, self.chat_id, **changes)
-        self._wrote_chat()
+        self._seen = self.store.seen(CHAT, self.chat_id)  # the write's: a later change is read
 
     def release_chat(self, run_id: str | None) -> None:
         """The chat is idle again once ``run_id`` ends (``release_chat``)."""
         self.chat = release_chat(self.store, self.chat_id, run_id)
-        self._wrote_chat()
-
-    def _wrote_chat(self) -> None:
-        # The stamp kept is the write's, so a change made since is still read.
         self._seen = self.store.seen(CHAT, self.chat_id)
 
     def add_message(

@@ -274,9 +274,9 @@ def take_over_ended(store: Store, run_id: str) -> RunRecord:
 
 def _claimed(run: Run, what: str, hint: str) -> Run:
     """``run`` with this process's lease; Conflict (exit 4) while another live process holds it."""
-    if (lease := run.get("lease")) is not None and not leases.is_mine(lease):
-        if leases.holder_alive(lease):
-            raise Conflict(f"{what} is being continued by {leases.describe(lease)}", hint=hint)
+    lease = run.get("lease")
+    if lease is not None and not leases.is_mine(lease) and leases.holder_alive(lease):
+        raise Conflict(f"{what} is being continued by {leases.describe(lease)}", hint=hint)
     run["lease"] = leases.mine()
     return run
 
@@ -326,15 +326,13 @@ def cancel_run(store: Store, run_id: str, *, force: bool, how: str, hint: str) -
             raise Conflict(f"run {run_id} is already {state}")
         if state == AgentRunState.WORKING and not (force or interrupted(run) or parked(run)):
             raise Conflict(f"run {run_id} is working", hint=hint)
-        run.update(
-            {
-                "state": AgentRunState.CANCELED.value,
-                "error": f"{how} by user",
-                "lease": None,
-                "updated_at": now_iso(),
-            }
-        )
-        return run
+        return {
+            **run,
+            "state": AgentRunState.CANCELED.value,
+            "error": f"{how} by user",
+            "lease": None,
+            "updated_at": now_iso(),
+        }
 
     cancelled = store.update(RUN, check_id(run_id, what="run id"), apply)
     touched(cancelled.get("chat_id"))
