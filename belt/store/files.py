@@ -272,10 +272,9 @@ def append_to(fd: int, path: Path, line: bytes, *, fsync: bool = True) -> os.sta
 
 
 def _cut_torn_tail(fd: int) -> None:
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+    end = os.fstat(fd).st_size
+    if end == 0 or os.pread(fd, 1, end - 1) == b"\n":
         return
-    end = size
     while end > 0:
         start = max(0, end - 4096)
         newline = os.pread(fd, end - start, start).rfind(b"\n")

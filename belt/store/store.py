@@ -369,7 +369,7 @@ class Store:
         blob = self._encode_object(kind, id, data)
         with self.lock(kind, id):
             with suppress(NotFound):
-                self._read_object(path, kind, id, "")
+                self.read(kind, id)
             self._replace(path, blob)
 
     def update(self, kind: str, id: str, fn: Callable[[R], R]) -> R:
