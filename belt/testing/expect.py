@@ -376,8 +376,8 @@ class Facts:
         decided: dict[str, Mapping[str, Any]] = {}
         for executed in self.report.get("hook_executions") or []:
             resource = None if executed.get("async") else executed.get("resource_id")  # sync runs'
-            if resource and resource not in decided and executed.get("decision") != "allow":
-                decided[str(resource)] = executed
+            if resource and executed.get("decision") != "allow":
+                decided.setdefault(str(resource), executed)
         gates = {str(i.get("resource_id")): i for i in self.report.get("interrupts") or [] if i}
         items = []
         for message in self.messages:
@@ -615,8 +615,7 @@ def _run(expectation: Expectation, facts: Facts) -> Outcome:
     if run is None:
         return Outcome(expectation, False, f"there is no run: {which} never started")
     hold, continuations = run_hold(run), run_continuations(run)
-    fields: dict[str, object] = {"run_state": run.get("state"), "error": run.get("error")}
-    fields |= {"continuations": continuations, "hold": hold}
+    fields = {"run_state": run.get("state"), "error": run.get("error"), "hold": hold}
     passed = all(c.test(fields[c.key]) for c in expectation.conditions if c.key in fields)
     if expectation.subject == "continuations":
         passed = continuations == int(expectation.raw["continuations"])
