@@ -425,10 +425,7 @@ def shown_url(url: str) -> str:
 
 
 def executed_record(
-    event: str,
-    run: HookRun,
-    payload: Mapping[str, object],
-    place: Mapping[str, object] | None = None,
+    event: str, run: HookRun, payload: Mapping[str, object], place: Mapping[str, object]
 ) -> dict[str, object]:
     """The ``hook.executed`` agent event for one handler run, ending with ``place``."""
     response = run.response
@@ -459,7 +456,7 @@ def executed_record(
         "warnings": run.warnings or None,
     }
     record |= {key: value for key, value in optional.items() if value is not None}
-    return {**record, "payload": payload, **(place or {})}
+    return {**record, "payload": payload, **place}
 
 
 def leaves_transcript_row(run: HookRun) -> bool:
