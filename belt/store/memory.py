@@ -9,12 +9,11 @@ from __future__ import annotations
 import io
 import tempfile
 import threading
-from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
-from belt.store.store import MIGRATIONS, SCHEMA_VERSION, Migration, Store, check_id
+from belt.store.store import MIGRATIONS, SCHEMA_VERSION, Store, check_id
 
 BASE = "memory:"  # what the paths of a memory store's records start with, in messages that name one
 
@@ -22,18 +21,12 @@ BASE = "memory:"  # what the paths of a memory store's records start with, in me
 class MemoryStore(Store):
     """The store's records in this process's memory (see the module's docstring)."""
 
-    def __init__(
-        self,
-        *,
-        schema: int = SCHEMA_VERSION,
-        migrations: Mapping[tuple[str, int], Migration] | None = None,
-        shapes: bool = False,
-    ) -> None:
+    def __init__(self, *, shapes: bool = False) -> None:
         self._base = BASE
         self._files_made = {}
         self.fsync = False
-        self.schema = schema
-        self.migrations = dict(MIGRATIONS if migrations is None else migrations)
+        self.schema = SCHEMA_VERSION
+        self.migrations = dict(MIGRATIONS)
         self.shapes = shapes
         self._fresh = {}
         self._appended = {}
