@@ -424,7 +424,7 @@ class Store:
         check_id(member)
         path = self.index_path(index, owner)
         with self._hold(self._lock_path("index", index, owner)):
-            if member not in self._members(path, index):
+            if member not in self.members(index, owner):
                 return
             self._append_record(path, "index", {"remove": member})
 
@@ -434,9 +434,7 @@ class Store:
 
     def members(self, index: str, owner: str) -> list[str]:
         """The ids linked to ``owner`` in ``index``, in the order they were linked."""
-        return self._members(self.index_path(index, owner), index)
-
-    def _members(self, path: Path, index: str) -> list[str]:
+        path = self.index_path(index, owner)
         members: dict[str, None] = {}
         for number, record in self._read_records(path, "index", index):
             if isinstance(added := record.get("add"), str):
