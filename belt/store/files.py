@@ -44,8 +44,11 @@ def size_text(count: int) -> str:
     return f"{count // MiB} MiB" if count >= MiB else f"{count // 1024} KiB"
 
 
-def _link_refused() -> UnsafeFile:
-    return UnsafeFile("it is a symbolic link (belt does not follow links in its store)")
+_NOT_REGULAR = {  # what ``open_regular``'s refusals mean
+    errno.ELOOP: "it is a symbolic link (belt does not follow links in its store)",
+    errno.EISDIR: "it is a directory, not a regular file",
+    errno.ENXIO: "it is a FIFO or a socket, not a regular file",
+}
 
 
 def _check_regular(mode: int) -> None:
@@ -58,12 +61,8 @@ def open_regular(path: Path, *, flags: int = os.O_RDONLY) -> int:
     try:
         fd = os.open(path, flags | SAFE_FLAGS)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _link_refused() from None
-        if exc.errno == errno.EISDIR:
-            raise UnsafeFile("it is a directory, not a regular file") from None
-        if exc.errno == errno.ENXIO:
-            raise UnsafeFile("it is a FIFO or a socket, not a regular file") from None
+        if exc.errno in _NOT_REGULAR:
+            raise UnsafeFile(_NOT_REGULAR[exc.errno]) from None
         raise
     try:
         _check_regular(os.fstat(fd).st_mode)
@@ -80,7 +79,7 @@ def check_regular_or_missing(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(info.st_mode):
-        raise _link_refused()
+        raise UnsafeFile(_NOT_REGULAR[errno.ELOOP])
     _check_regular(info.st_mode)
 
 
