@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -236,26 +237,15 @@ class Dispatcher:
         if in_process is not None:
             in_process.close()
 
-    def submit(
-        self,
-        hook: LifecycleHookConfig,
-        index: int,
-        payload: Mapping[str, object],
-        resource_id: str | None,
-        finished: Finished,
-    ) -> None:
+    def submit(self, run_one: Callable[[], HookRun], finished: Finished) -> None:
         """Run an async hook in the background; ``finished`` gets its run when it is done."""
         if self._pool is None:
             # Start-up: the pool (and the logging it loads) once an async hook runs.
             from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - a platform run loads no thread pool
 
             self._pool = ThreadPoolExecutor(ASYNC_WORKERS, thread_name_prefix="belt-async-hook")
-
-        def work() -> None:
-            finished(self.run_one(hook, index, payload, resource_id))
-
         # On the caller's clock (a simulation's virtual clock is a context variable).
-        self._pool.submit(contextvars.copy_context().run, work)
+        self._pool.submit(contextvars.copy_context().run, lambda: finished(run_one()))
 
     def in_process(self) -> InProcess:
         """The caller of ``py:`` handlers, created on first use."""
@@ -297,7 +287,7 @@ class Dispatcher:
         payload: Mapping[str, object],
         *,
         resource_id: str | None = None,
-        finished: Finished | None = None,
+        finished: Finished,
     ) -> EventResult:
         """Run every hook on ``event`` until one denies, stops or suspends (async hooks start
         in the background and take no part)."""
@@ -305,7 +295,7 @@ class Dispatcher:
         for index, hook in self.hooks_for(event):
             # Gates always hold the loop; builtins answer at once in the platform itself.
             if hook.runs_async and hook.type != HookHandlerType.BUILTIN:
-                self.submit(hook, index, payload, resource_id, finished or (lambda run: None))
+                self.submit(partial(self.run_one, hook, index, payload, resource_id), finished)
                 continue
             run = self.run_one(hook, index, payload, resource_id)
             result.runs.append(run)
