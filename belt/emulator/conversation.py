@@ -237,13 +237,12 @@ class Emulator:
         model: ModelScript | None = None,
         agents: AgentFiles | None = None,
         report: Reporter | None = None,
-        workers: int = WORKERS,
     ) -> None:
         self.store = store.without_fsync()
         self.model = model or ModelScript()
         self.agents = agents or AgentFiles()
         self.report = report
-        self.queue = SimQueue(workers, report)
+        self.queue = SimQueue(WORKERS, report)
 
     def close(self) -> None:
         """Stop driving runs (those left go on when a server starts again)."""
