@@ -94,10 +94,9 @@ def load_handlers(
     routes: list[Route],
     *,
     source: str,
-    located: dict[int, Located] | None = None,
+    located: dict[int, Located],
 ) -> dict[str, Handler]:
     """Import every ``py:`` handler and ``policy:`` file that hooks and routes name, by spec."""
-    located = located or {}
     wanted: list[tuple[Located, str]] = [
         (located.get(index) or Located(str(hook.handler)), f"{source}: {hook.handler}")
         for index, hook in enumerate(hooks)
@@ -216,11 +215,11 @@ class Dispatcher:
 
     store: Store
     hooks: list[LifecycleHookConfig]
-    fail_closed: bool = False
-    builtin: Builtin | None = None
-    routes: list[Route] = field(default_factory=list)
-    handlers: dict[str, Handler] = field(default_factory=dict)  # imported before the run
-    located: dict[int, Located] = field(default_factory=dict)  # by hook index
+    fail_closed: bool
+    builtin: Builtin
+    routes: list[Route]
+    handlers: dict[str, Handler]  # imported before the run
+    located: dict[int, Located]  # by hook index
     _pool: ThreadPoolExecutor | None = None
     _in_process: InProcess | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -339,7 +338,7 @@ class Dispatcher:
                     resource_id=resource_id,
                 )
                 run.decision = HookDecision.SUSPEND
-            elif hook.type == HookHandlerType.BUILTIN and self.builtin is not None:
+            elif hook.type == HookHandlerType.BUILTIN:
                 self.builtin(run, dict(payload))
             run.latency_ms = (time.perf_counter() - started) * 1000
             run.duration_ms = run.duration_ms or round(run.latency_ms)
