@@ -219,9 +219,7 @@ class Store:
         self._files_made: dict[tuple[str, str, str], Path] = {}
         self.fsync = fsync
         self.schema = schema
-        self.migrations: dict[tuple[str, int], Migration] = dict(
-            MIGRATIONS if migrations is None else migrations
-        )
+        self.migrations = dict(MIGRATIONS if migrations is None else migrations)
         self.shapes = shapes  # check each object read against its kind's shape (belt.store.shapes)
         self._fresh: dict[Path, tuple[object, bytes, int]] = {}
         weakref.finalize(self, _close_all, self._fresh)
@@ -555,8 +553,7 @@ class Store:
 
     def write_private(self, kind: str, id: str, data: Mapping[str, object]) -> None:
         """Store ``data`` in the private part (0600, atomic); it replaces what was there."""
-        path = self.private_path(kind, id)
-        self._put_file(path, self._encode_object(kind, id, data))
+        self._put_file(self.private_path(kind, id), self._encode_object(kind, id, data))
 
     def read_private(self, kind: str, id: str) -> Record:
         """Data from the private part; NotFound if missing, InvalidInput if damaged."""
