@@ -120,6 +120,7 @@ def shape_of(doc: Any) -> str:
 def check_document(doc: Any, source: str, dialect: Dialect | None = None) -> Declaration:
     """Check a decoded declaration document of either dialect (``dialect``: read as that one)."""
     shape = shape_of(doc)
+    # dialect (this line and the return below): a document's shape tells its dialect
     detected = shape and (Dialect.NEXUS if shape in NEXUS_SHAPES else Dialect.PLATFORM)
     if not (chosen := dialect or detected):
         wanted = "(document): expected a hooks array or a lifecycle_hooks object"
