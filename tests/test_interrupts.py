@@ -118,9 +118,6 @@ def test_list_shows_one_runs_pending_interrupts_oldest_first(store: Store) -> No
     assert ids == [first["id"], second["id"]]
     everything = list_interrupts(store=store, run_id="run_1", include_settled=True)
     assert [item["id"] for item in everything] == [first["id"], third["id"], second["id"]]
-    assert list_interrupts(store=store, run_id="run_1") == list_interrupts(
-        store=store, run_id="run_1"
-    )
     assert list_interrupts(store=store, run_id="run_none") == []
 
 
