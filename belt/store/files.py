@@ -117,7 +117,10 @@ _temp_numbers = itertools.count()
 
 
 def _new_temp_file(path: Path) -> tuple[int, str]:
-    """A new hidden 0600 file beside ``path``, named by process, thread and count."""
+    """A new hidden 0600 file beside ``path``, named by process, thread and count.
+
+    Beside its target, so the rename never crosses a file system; named, not drawn at random
+    as ``mkstemp`` does, which was most of what a write cost."""
     prefix = f"{path.parent}{os.sep}.{path.name}.{os.getpid()}-{threading.get_ident()}-"
     for _ in range(TEMP_TRIES):
         name = f"{prefix}{next(_temp_numbers)}{TEMP_SUFFIX}"

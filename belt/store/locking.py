@@ -1,7 +1,8 @@
 """Inter-process locks: ``fcntl.flock`` on a lock file per guarded thing, re-entrant in a thread.
 
-Lock files stay open (at most ``LOCKS_KEPT``); one deleted meanwhile is opened again by its name,
-and a forked child opens its own.
+A lock is exclusive against every other thread and process (the kernel drops a dead holder's).
+Lock files stay open (at most ``LOCKS_KEPT``); one deleted meanwhile is found by an ``fstat``
+under the lock and opened again by its name, and a forked child opens its own.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def _open_lock_file(path: Path) -> int:
 
 
 class _LockFile:
-    """One kept lock file, held ``depth`` times by the thread holding ``mutex``, flocked."""
+    """One kept lock file, held ``depth`` times by the thread holding ``mutex``, flocked.
+
+    Re-entrant within a thread, exclusive between threads; ``closed`` once no longer kept."""
 
     __slots__ = ("closed", "depth", "fd", "mutex", "path")
 

@@ -459,7 +459,10 @@ class Store:
         *,
         sync: bool | None = None,
     ) -> None:
-        """``append`` of each of ``records`` in one write; a new log is created by a hard link."""
+        """``append`` of each of ``records`` in order, in one write under one lock.
+
+        A new log is created without the lock, by a hard link that never replaces another
+        writer's."""
         if not all(isinstance(record, dict) for record in records):
             raise TypeError("a log record must be a dict")
         if not records:
