@@ -2,8 +2,10 @@
 ``--belt-isolate``, so that whatever it does fails only the case that ran it (docs/reliability.md).
 
 A case whose worker ended, that closed fd 0-2 or left a non-daemon thread running fails with that
-and its worker is replaced; a ``call`` past its deadline ends its worker. With a ``preload`` plan
-workers fork warm from a template process that imported the plan's modules within their deadlines.
+and its worker is replaced (the other cases it held go to another); a ``call`` past its deadline
+ends its worker. Workers read /dev/null, write stdout to stderr and (Linux) die with belt. With a
+``preload`` plan workers fork warm from a template process that imported the plan's modules
+within their deadlines (one that passes it is refused in every worker).
 """
 
 from __future__ import annotations
@@ -234,7 +236,9 @@ class Supervisor:
     # -- items ----------------------------------------------------------------------------------
 
     def run(self, lost: Lost = None) -> Iterator[Any]:
-        """``step(*item)`` of each item in order; a lost one is ``lost(item, cause)``, or raised."""
+        """``step(*item)`` of each item in order; a lost one is ``lost(item, cause)``, or raised.
+
+        Stopping early (closing the iterator, as ``-x`` and Ctrl-C do) starts nothing more."""
         count = len(self.items)
         pending: deque[int] = deque(range(count))
         done: dict[int, tuple[bool, Any]] = {}
