@@ -86,10 +86,10 @@ def other_file(doc: Any, source: str) -> str | None:
     keys = set(doc)
     if isinstance(rules, list) and any(isinstance(r, dict) and "match" in r for r in rules):
         keys.add("match")
-    said = (
-        f"{what}, not a hook declaration: {how}" for key, what, how in OTHER_FILES if key in keys
-    )
-    return next(said, "").format(file=source) or None
+    for key, what, command in OTHER_FILES:
+        if key in keys:
+            return f"{what}, not a hook declaration: {command.format(file=source)}"
+    return None
 
 
 def examine(paths: list[Path], store: Store) -> Examined:

@@ -236,7 +236,7 @@ def _path_from(path: Path, directory: Path | None) -> str:
 
 
 def refuse_credentials(url: str) -> None:
-    """Refuse (InvalidInput) a URL with a user, password or query."""
+    """Refuse (InvalidInput) a URL with a user, password or query: nothing secret goes in a test."""
     try:
         parts = urlsplit(url)
         userinfo = parts.username is not None or parts.password is not None
