@@ -423,6 +423,20 @@ def test_a_gate_settled_by_another_traced_process_ends_in_the_runs_trace(tmp_pat
     assert "trace" not in json.loads(shown.stdout)[0]
 
 
+def test_a_parent_with_damaged_ids_starts_a_trace_of_its_own(tmp_path: Path) -> None:
+    # A resumed run's stored trace, edited or damaged, must not fail the run.
+    traced = tmp_path / "traced.jsonl"
+    script = (
+        "import sys; from pathlib import Path; from belt.outgoing import tracing\n"
+        "tracing.start(trace_file=Path(sys.argv[1]))\n"
+        "with tracing.span('resumed', parent={'trace_id': 'damaged', 'span_id': 'zz'}):\n"
+        "    pass\n"
+    )
+    done = python("-c", script, str(traced))
+    assert done.returncode == 0, done.stderr
+    assert not Spans(traced).one("resumed").get("parentSpanId")
+
+
 PROBE = """
 import json, os, sys
 args, again = sys.argv[1:], os.environ.pop("PROBE_AGAIN_WITHOUT", None)

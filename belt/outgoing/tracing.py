@@ -279,12 +279,12 @@ def _clean(attributes: Mapping[str, object] | None) -> dict[str, Any]:
 
 
 def _parent(parent: Mapping[str, str]) -> Any:
-    """The OpenTelemetry context of :func:`span`'s ``parent``."""
-    from opentelemetry import trace
+    """The OpenTelemetry context of :func:`span`'s ``parent``; ids that are not valid (a damaged
+    record) give none, so the span starts a trace of its own rather than failing."""
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     if "trace_id" in parent:
-        return trace.set_span_in_context(trace.NonRecordingSpan(_remote(parent)))
+        parent = {"traceparent": f"00-{parent['trace_id']}-{parent.get('span_id')}-01"}
     return TraceContextTextMapPropagator().extract(parent)
 
 
