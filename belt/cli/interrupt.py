@@ -262,19 +262,22 @@ def resolve(
             hint=f"belt interrupt resolve --all {decision.value}, with --run, --chat, --tool or "
             "--event to choose the gates",
         )
-    if all_ and interrupt_id not in {r.value for r in InterruptResolution}:
-        raise UsageError(f"--all needs allow or deny, not {interrupt_id!r}")
-    if not all_ and decision is None:
+    if all_:
+        if interrupt_id not in {r.value for r in InterruptResolution}:
+            raise UsageError(f"--all needs allow or deny, not {interrupt_id!r}")
+        chosen = interrupt_id
+    elif decision is None:
         raise UsageError(
             f"give a decision: belt interrupt resolve {interrupt_id} allow (or deny)",
             hint="to settle many gates at once: belt interrupt resolve --all allow (or deny)",
         )
-    given: dict[str, object] = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
-    given |= {"--digest": digest or None, "--no-atomic": no_atomic or None}
-    if not all_ and (option := next((o for o, v in given.items() if v is not None), None)):
-        does = "is for" if option in ("--digest", "--no-atomic") else "selects gates for"
-        raise UsageError(f"{option} {does} --all; with one ID it has no use")
-    chosen = decision.value if decision is not None else interrupt_id
+    else:
+        chosen = decision.value
+        given: dict[str, object] = {"--run": run, "--chat": chat, "--tool": tool, "--event": event}
+        given |= {"--digest": digest or None, "--no-atomic": no_atomic or None}
+        for name in (name for name, value in given.items() if value is not None):
+            does = "is for" if name in ("--digest", "--no-atomic") else "selects gates for"
+            raise UsageError(f"{name} {does} --all; with one ID it has no use")
     resolved_data = None if data is None else read_json_option(data, option="--data")
     start_tracing(otlp, trace)
     with open_backend(api, api_key=api_key) as backend:

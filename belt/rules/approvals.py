@@ -105,8 +105,10 @@ class Rule:
                 return False
         if self.hours is not None:
             (start, end), at = self.hours, gate.minute
-            if at is None or (not start <= at < end if start < end else end <= at < start):
-                return False  # outside the span (one that wraps midnight is outside its gap)
+            wraps = end <= start  # "22:00-06:00": after the start or before the end
+            inside = at is not None and (at >= start or at < end if wraps else start <= at < end)
+            if not inside:
+                return False
         return not self.arguments or arguments_match(self.arguments, gate.arguments)
 
 
