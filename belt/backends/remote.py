@@ -1,7 +1,8 @@
 """Client of the platform's HTTP API (or of ``belt serve``), the routes of spec/WIRE.md.
 
 Any answer but the ``{"data": ...}`` envelope becomes one line naming the URL and status, with
-``remote_error``'s exit code; the bearer key never leaves the request headers.
+``remote_error``'s exit code; the bearer key never leaves the request headers. Only the commands
+given ``--api`` import this module, and with it httpx (start-up).
 """
 
 from __future__ import annotations

@@ -358,7 +358,7 @@ def read(answer: httpx.Response, limit: int) -> bytes:
 
 def async_client(url: str, *, timeout: float) -> httpx.AsyncClient:
     """An async client for ``url``'s origin (``belt serve --forward-to``); its caller keeps each
-    call's total deadline with ``asyncio.timeout``."""
+    call's total deadline with ``asyncio.timeout`` of the same ``timeout``: neither cuts first."""
     if not isinstance(transport := _MINE.lent, httpx.AsyncBaseTransport):
         target = httpx.URL(url)
         proxy = proxy_for(target.scheme, target.host)
