@@ -1252,6 +1252,19 @@ def test_every_field_the_entry_typeddict_requires_is_checked(store: Store, key: 
     assert f"damaged registry entry: {why}" in caught.value.message
 
 
+def test_a_damaged_entry_names_its_identity_fields_first(store: Store) -> None:
+    # The checks follow RegistryEntry's fields in order: id, owner and name before the version.
+    entry = save(store, "Backups", "Backups run nightly.")
+    store.update(
+        "registry-entry",
+        entry.id,
+        lambda data: {k: v for k, v in data.items() if k not in ("name", "version")},
+    )
+    with pytest.raises(InvalidInput) as caught:
+        get_entry(store, entry_id=entry.id)
+    assert "damaged registry entry: name is not a str" in caught.value.message
+
+
 WRITER = """
 import sys
 from pathlib import Path

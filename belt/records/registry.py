@@ -64,14 +64,21 @@ class EntryVersion(TypedDict):
     ``branch``)."""
 
 
-class RegistryEntry(EntryVersion):
-    """One entry (kind ``registry-entry``): its latest version's fields and every version."""
+class RegistryEntry(TypedDict):
+    """One entry (kind ``registry-entry``): its latest version's fields and every version.
+    ``_checked`` derives its field checks from this, in this order (its identity first)."""
 
     id: str
     owner: str
     name: str
+    kind: str
+    text: str
+    tags: list[str]
     versions: list[EntryVersion]
+    origin: dict[str, str]
+    created_at: str
     updated_at: str
+    version: int
     removed_at: NotRequired[str | None]
 
 
@@ -433,9 +440,16 @@ def extracted_by(entry: RegistryEntry) -> set[str]:
 
 
 def _index_row(entry: RegistryEntry) -> Row:
-    name, agents = entry["name"], tuple(sorted(extracted_by(entry)))
-    found = (entry["id"], normalise(name), name, entry["kind"], tuple(entry["tags"]))
-    return Row(*found, entry["text"], entry["version"], agents)
+    return Row(
+        id=entry["id"],
+        name_key=normalise(entry["name"]),
+        name=entry["name"],
+        kind=entry["kind"],
+        tags=tuple(entry["tags"]),
+        text=entry["text"],
+        version=entry["version"],
+        agents=tuple(sorted(extracted_by(entry))),
+    )
 
 
 def _change(store: Store, owner: str, change: Callable[[SearchIndex], T]) -> T:
@@ -473,7 +487,8 @@ def _record(
 
 def _query(store: Store, owner: str, ask: Callable[[SearchIndex, int | None], list[T]]) -> list[T]:
     """``ask`` the owner's index, given the journal it must have (``Stale`` on another: it is
-    brought level and asked again with none); a damaged file is rebuilt once."""
+    brought level and asked again with none); a damaged file is rebuilt once. The index is kept
+    open by this thread: never close it."""
     path = index_path(store, owner)
     for attempt in (1, 2):
         try:
