@@ -88,8 +88,9 @@ class _Names:
 
     def _short(self, match: re.Match[str]) -> str:
         name, prefix = self.short.get(match.group(2)), match.group(1)
-        other = name is None or prefix and KINDS.get(prefix, prefix) not in name
-        return match.group() if other or name is None else name
+        if name is None or (prefix and KINDS.get(prefix, prefix) not in name):
+            return match.group()  # no id seen starts so, or one of another kind: left as it is
+        return name
 
     def value(self, value: Any, *, wall: bool) -> Any:
         """``value`` with ids named, durations left out and (on wall time) no times."""
