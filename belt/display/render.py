@@ -47,9 +47,12 @@ def conversation(
     under: dict[str, Lines] = {}
     after: dict[str, Lines] = {}
     for record in quiet:
-        call, follows = str(record.get("invocation_id") or ""), str(record.get("after_message"))
-        place = (under, call) if call in owner else (after, moved.get(follows, follows))
-        place[0].setdefault(place[1], []).append(quiet_line(record))
+        call = str(record.get("invocation_id") or "")
+        if call in owner:
+            under.setdefault(call, []).append(quiet_line(record))
+        else:
+            follows = str(record.get("after_message") or "")
+            after.setdefault(moved.get(follows, follows), []).append(quiet_line(record))
     for message in (m for m in messages if m["id"] in moved):
         under.setdefault(about[message["id"]], []).extend(show(message))
     out: list[tuple[Message, Lines]] = []
@@ -310,7 +313,8 @@ def interrupt_table(
 ) -> tuple[list[str], list[list[str]]]:
     """The columns and rows of ``belt interrupt list``."""
     every = ["id", "event", "holds", "run", "chat", "status", "expires in", "then"]
-    keep = [i for i, shown in enumerate([1, 1, 1, runs, chats, statuses, 1, 1]) if shown]
+    hidden = {"run": not runs, "chat": not chats, "status": not statuses}
+    keep = [i for i, column in enumerate(every) if not hidden.get(column)]
     rows = [
         [
             str(item.get("short_id") if short_ids else item.get("id")),
