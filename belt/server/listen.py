@@ -82,6 +82,17 @@ SHUTDOWN_GRACE = 1.0
 """Seconds the requests still open at a stop get to end before they are cut off (``--grace``)."""
 
 
+def decider_label(policy: Path | None, handler: str | None, forward_to: str | None) -> str:
+    """How the ready line names what decides hooks (a forwarding URL by its host only)."""
+    if policy is not None:
+        return f"policy {policy}"
+    if handler is not None:
+        return f"handler {handler}"
+    if forward_to is not None:
+        return f"forwarding to {url_host(forward_to)}"
+    return "allow all"
+
+
 def serve(
     *,
     host: str,
@@ -181,13 +192,7 @@ def serve(
     url = f"http://{serves.bracketed(host)}:{bound_port}"
     answering = [] if token else hosts  # answered without a token
     extras = [
-        f"policy {policy}"
-        if policy is not None
-        else f"handler {handler}"
-        if handler is not None
-        else f"forwarding to {url_host(forward_to)}"  # a forwarding URL by its host only
-        if forward_to is not None
-        else "allow all",
+        decider_label(policy, handler, forward_to),
         secret and "signed requests only",
         token and "bearer token required",
         answering and f"also answering {', '.join(answering)}",
@@ -200,6 +205,7 @@ def serve(
         clock and f"virtual clock at {settings['CLOCK']}, moved by POST /_belt/clock",
     ]
     shown = ", ".join(str(extra) for extra in extras if extra)
+    # Only a secret belt made is printed, never one the user gave.
     told = f"; signing secret {made_secret}" if made_secret else ""
     ready = (
         f"belt serve listening on {url} ({shown}): hooks {url}/hooks, API {url}, "
