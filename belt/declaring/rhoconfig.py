@@ -78,12 +78,13 @@ def configure_lifecycle_hooks(*, file: Path | None = None, api: str | None = Non
 
     path = rho_config_path(create=True)
     config = read_rho_config(path)
-    entry: Any = config
-    for key, where in (("plugins", "plugins"), (RHO_PLUGIN, f'plugins["{RHO_PLUGIN}"]')):
-        if not isinstance(entry := entry.setdefault(key, {}), dict):
-            raise InvalidInput(
-                f"{path}: {where}: expected an object", hint="fix or remove the file"
-            )
+    fix = "fix or remove the file"
+    plugins = config.setdefault("plugins", {})
+    if not isinstance(plugins, dict):
+        raise InvalidInput(f"{path}: plugins: expected an object", hint=fix)
+    entry = plugins.setdefault(RHO_PLUGIN, {})
+    if not isinstance(entry, dict):
+        raise InvalidInput(f'{path}: plugins["{RHO_PLUGIN}"]: expected an object', hint=fix)
     entry["configuration"] = configuration
     write_private(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return Configured(path, configuration)
