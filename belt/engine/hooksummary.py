@@ -53,6 +53,8 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
     handlers: dict[tuple[str, str], HandlerTally] = {}
     failures: list[dict[str, object]] = []
     warned: list[dict[str, object]] = []
+    warning_count = 0
+    # Only the first FAILURES_SHOWN failed and warned calls are built: a run may have thousands.
     for record in executions:
         key = (str(record.get("handler_type") or ""), str(record.get("handler") or ""))
         fresh = {"handler": key[1], "handler_type": key[0], **dict.fromkeys(COUNTS, 0)}
@@ -60,28 +62,41 @@ def hook_summary(executions: Sequence[Mapping[str, Any]]) -> HookSummary:
             key, cast(HandlerTally, fresh | {"first_error": None, "fix": None})
         )
         entry["calls"] += 1
-        call = {"run_id": record.get("run_id"), "event": record.get("hook_event")}
-        call |= {"hook_index": record.get("hook_index"), "handler": key[1], "handler_type": key[0]}
-        warned += [{**call, "warning": short(w, ERROR_CHARS)} for w in answer_warnings(record)]
+        call = {
+            "run_id": record.get("run_id"),
+            "event": record.get("hook_event"),
+            "hook_index": record.get("hook_index"),
+            "handler": key[1],
+            "handler_type": key[0],
+        }
+        warnings = answer_warnings(record)
+        warning_count += len(warnings)
+        room = FAILURES_SHOWN - len(warned)
+        warned += [{**call, "warning": short(w, ERROR_CHARS)} for w in warnings[:room]]
         if not (error := record.get("error")):
             continue
         how = "deny" if record.get("decision") == "deny" else "allow"  # fail-closed on a gate
         entry["failed"] += 1
         entry["counted_deny" if how == "deny" else "counted_allow"] += 1
-        text = short(str(error), ERROR_CHARS)
         if entry["first_error"] is None:
-            entry["first_error"], entry["fix"] = text, likely_fix(str(error))
-        data = (record.get("payload") or {}).get("data") or {}
-        tool = data.get("tool") if isinstance(data, dict) else None
-        failures.append({**call, "tool": tool, "error": text})
-        failures[-1] |= {"counted_as": how, "async": bool(record.get("async"))}
+            entry["first_error"] = short(str(error), ERROR_CHARS)
+            entry["fix"] = likely_fix(str(error))
+        if len(failures) < FAILURES_SHOWN:
+            data = (record.get("payload") or {}).get("data") or {}
+            tool = data.get("tool") if isinstance(data, dict) else None
+            failures.append(
+                {
+                    **call,
+                    "tool": tool,
+                    "error": short(str(error), ERROR_CHARS),
+                    "counted_as": how,
+                    "async": bool(record.get("async")),
+                }
+            )
     totals = {k: sum(e[k] for e in handlers.values()) for k in COUNTS[1:]}  # type: ignore[literal-required]
-    return cast(
-        HookSummary,
-        {"calls": len(executions), **totals, "handlers": list(handlers.values())}
-        | {"failures": failures[:FAILURES_SHOWN], "warned": len(warned)}
-        | {"warnings": warned[:FAILURES_SHOWN]},
-    )
+    summary = {"calls": len(executions), **totals, "handlers": list(handlers.values())}
+    summary |= {"failures": failures, "warned": warning_count, "warnings": warned}
+    return cast(HookSummary, summary)
 
 
 def run_hook_summary(store: Store, run_id: str) -> HookSummary:
