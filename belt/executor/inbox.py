@@ -48,13 +48,29 @@ DETAIL_MAX = 300
 CLAIM_MARK = "BELT_HOOKTASK_CLAIM"  # the environment variable of a claim's tool processes
 
 
-# Where a hook task is in its life; why one failed (each failure holds its execution for attention).
-TaskStatus = StrEnum("TaskStatus", "AWAITING_APPROVAL PENDING CLAIMED COMPLETED FAILED CANCELLED")
-Failure = StrEnum(
-    "Failure",
-    "TOOL_FAILED TIMEOUT INVALID_DECISION CONTINUATION_LIMIT_EXCEEDED APPROVAL_DENIED "
-    "HOOK_REQUIRES_MODEL CANCELLED",
-)
+class TaskStatus(StrEnum):
+    """Where a hook task is in its life (stored, and shown as it is spelt here)."""
+
+    AWAITING_APPROVAL = "awaiting_approval"
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Failure(StrEnum):
+    """Why a hook task failed (its error's ``code``); each holds its execution for attention."""
+
+    TOOL_FAILED = "tool_failed"
+    TIMEOUT = "timeout"
+    INVALID_DECISION = "invalid_decision"
+    CONTINUATION_LIMIT_EXCEEDED = "continuation_limit_exceeded"
+    APPROVAL_DENIED = "approval_denied"
+    HOOK_REQUIRES_MODEL = "hook_requires_model"
+    CANCELLED = "cancelled"
+
+
 FINISHED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 IN_INBOX = (TaskStatus.PENDING, TaskStatus.CLAIMED)  # where a task's deadline runs
 WORKER_GONE = "worker_gone"  # an attempt no failure counts: its worker died holding the claim
@@ -243,7 +259,9 @@ def settle_approval(store: Store, identity: str) -> HookTask:
 
 
 def claim_task(store: Store, identity: str, *, worker: str) -> HookTask | None:
-    """Claim a pending task for ``worker``; None if it is gone, taken or past its deadline."""
+    """Claim a pending task for ``worker``; None if it is gone, taken or past its deadline.
+    A claimed task stays in the inbox until it finishes, so a dead worker's claim is found
+    (``release_abandoned``)."""
     status = None
 
     def claim(task: HookTask) -> HookTask:
