@@ -16,7 +16,6 @@ from belt.cli.options import (
     argument,
     finite,
     option,
-    passed_on,
     start_tracing,
 )
 from belt.display import output
@@ -30,7 +29,6 @@ STYLES = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
 
 
 def check(
-    ctx: typer.Context,
     target: Annotated[
         str | None,
         argument(
@@ -147,10 +145,19 @@ def check(
     progress.start()
     try:
         report = run_check(
-            **passed_on(ctx, "event", "executor", "route", "json_", "junit_xml", "otlp", "trace"),
+            target,
             events=list(event or []),
             executors=list(executor or []),
             routes=list(route or []),
+            props=props,
+            secret=secret,
+            timeout=timeout,
+            allow_network=allow_network,
+            examples=examples,
+            seed=seed,
+            max_time=max_time,
+            save=save,
+            beyond_spec=beyond_spec,
             progress=lambda event, cases: done.update(event=event, cases=cases),
         )
     finally:

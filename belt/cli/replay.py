@@ -7,14 +7,13 @@ from typing import Annotated
 
 import typer
 
-from belt.cli.options import OtlpOption, TraceFileOption, argument, option, passed_on, start_tracing
+from belt.cli.options import OtlpOption, TraceFileOption, argument, option, start_tracing
 from belt.display import output
 from belt.display.render import replay_row, replay_tail
 from belt.display.text import printable
 
 
 def replay(
-    ctx: typer.Context,
     source: Annotated[
         str,
         argument(
@@ -90,7 +89,19 @@ def replay(
     start_tracing(otlp, trace)
     # Rows are printed as each payload is replayed, and forgotten: a replay of a long journal
     # holds one part of it at a time.
-    with open_saving_replay(**passed_on(ctx, "check", "json_", "otlp", "trace")) as run:
+    with open_saving_replay(
+        save_tests=save_tests,
+        expect=expect,
+        per=per,
+        source=source,
+        to=to,
+        policy=policy,
+        handler=handler,
+        since=since,
+        event=event,
+        chat=chat,
+        secret=secret,
+    ) as run:
         if json_:
             output.print_json_stream(run.head(), "rows", run.rows(), run.tail)
         else:

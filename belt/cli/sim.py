@@ -19,7 +19,6 @@ from belt.cli.options import (
     argument,
     moment_option,
     option,
-    passed_on,
     start_tracing,
 )
 from belt.display import output, render
@@ -114,15 +113,12 @@ class SimLive:
         self._countdown.stop()  # a LiveLine stopped twice, or never started, does nothing
 
 
-OWN = ("json_", "strict", "otlp", "trace", "verbose_")
-"""The options ``simulate`` reads itself, which every command that simulates has."""
-
-
 def simulate(ctx: typer.Context, start: Simulation, **given: Any) -> None:
     """Run ``start`` (a scenario, or a run resumed) reporting live, then print the rest and the
     hook-call summary; exit 1 on a failed run or attention hold (or --strict's failures)."""
     from belt.engine.hooksummary import strict_failures, summary_text  # start-up: the engine
 
+    # Options every command that simulates has, read here rather than passed along.
     json_, strict = ctx.params["json_"], ctx.params["strict"]
     start_tracing(ctx.params["otlp"], ctx.params["trace"])
     live = SimLive(transcript=not json_, verbose=verbose(ctx))
@@ -238,11 +234,15 @@ def run(
     simulate(
         ctx,
         run_scenario,
-        **passed_on(ctx, "hooks", "executor", "route", "clock", *OWN),
+        scenario=scenario,
         hooks_file=hooks,
+        fail_closed=fail_closed,
         executors=executor or [],
+        wait=wait,
         routes=route or [],
+        offline=offline,
         clock=moment_option(clock, "--clock"),
+        ephemeral=ephemeral,
     )
 
 
