@@ -36,10 +36,12 @@ class TracedRequests:
             match, _ = route.matches(scope)
             if match is Match.FULL:
                 return str(getattr(route, "path_format", "")) or None
-            partial = partial or (route if match is Match.PARTIAL else None)
-        return str(getattr(partial, "path_format", "")) or None
+            if match is Match.PARTIAL and partial is None:
+                partial = route  # it takes the path but not the method: the 405's route
+        return None if partial is None else str(getattr(partial, "path_format", "")) or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # ``span`` is bound below, before an HTTP request's app can start its response.
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status = message["status"]
@@ -68,13 +70,15 @@ class TracedRequests:
 
 def served_hook(record: ServeLine, decider: str, started_ns: int) -> None:
     """A ``belt.hook {event}`` span from ``started_ns`` to now for the answered ``record``."""
-    event, answer = record.get("event"), record.get("response") if record.get("injected") else None
+    event = record.get("event")
+    answer = record.get("response") if record.get("injected") else None
+    size = LifecycleHookResponse(**answer).injection_size if answer else None
     attributes = {
         "belt.hook.event": event,
         "belt.hook.handler_type": decider,
         "belt.hook.decision": record.get("decision"),
         "belt.hook.reason": tracing.bounded(record.get("reason")),
-        "belt.hook.injection_size": answer and LifecycleHookResponse(**answer).injection_size,
+        "belt.hook.injection_size": size,
         "belt.hook.error": tracing.bounded(record.get("error")),
     }
     name = f"belt.hook {event}" if event else "belt.hook"
