@@ -106,8 +106,14 @@ def _compile(index: int, item: Any, findings: Findings) -> Property | None:
         findings.error(f"{base}.name", f"expected a string, got {describe(name)}")
     if not findings.ok:
         return None
-    arguments, unless_paths = (
-        dict(key_paths(item.get(key) or {})) for key in ("arguments", "unless")
+    return Property(
+        name=name or base,
+        event=str(event),
+        decision=str(decision),
+        tool=tool,
+        tool_matcher=tool_matcher,
+        arguments=dict(key_paths(item.get("arguments") or {})),
+        argument_matchers=wanted,
+        unless=dict(key_paths(item.get("unless") or {})),
+        unless_matchers=unless,
     )
-    matching = (tool, tool_matcher, arguments, wanted, unless_paths, unless)  # in field order
-    return Property(name or base, str(event), str(decision), *matching)

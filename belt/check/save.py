@@ -10,7 +10,6 @@ import json
 import math
 import os
 import re
-from itertools import count
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -102,8 +101,11 @@ def save_failures(
             result.not_saved = document
             continue
         stem = re.sub(r"[^a-z0-9]+", "-", f"{subject.event} {result.name or result.check}".lower())
-        names = (f"check-{stem.strip('-')}{f'-{n}' if n > 1 else ''}.json" for n in count(1))
-        path = next(directory / name for name in names if not (directory / name).exists())
+        path = directory / f"check-{stem.strip('-')}.json"
+        number = 2
+        while path.exists():  # a second failure of the same name gets -2, and so on
+            path = directory / f"check-{stem.strip('-')}-{number}.json"
+            number += 1
         text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
         try:
             directory.mkdir(parents=True, exist_ok=True)
