@@ -395,7 +395,8 @@ class HookService:
         return response_body, response
 
     def _encoded(self, verdict: Verdict) -> tuple[Answered, dict[str, object], Response]:
-        """A verdict's journal fields, response JSON and HTTP response (kept for fixed ones)."""
+        """A verdict's journal fields, response JSON and HTTP response (kept for fixed ones:
+        none of the three is changed after, and a response may be sent any number of times)."""
         if verdict.fixed:
             kept = self._fixed.get(id(verdict))
             if kept is not None and kept[0] is verdict:

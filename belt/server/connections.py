@@ -34,7 +34,8 @@ MAX_CONNECTIONS = 1000
 """Connections held at once by one server process, unless the open-file limit is lower."""
 BACKLOG = 64  # the listen queue; asyncio also accepts up to this many connections in one go
 FD_RESERVE = 3 * BACKLOG + 64
-"""File descriptors kept free: a few accept batches, the store, handlers and the socket."""
+"""File descriptors kept free: a few accept batches (asyncio accepts one each loop turn, and a
+connection can be closed only turns later), the store, handlers and the socket."""
 LIMITS = "belt.connections"  # the key of a server's ``Connections`` in the lifespan state
 CONNECTION = "belt.connection"  # the key of a request's ``GuardedConnection`` in its scope's state
 
@@ -139,7 +140,7 @@ class GuardedConnection(asyncio.Protocol):
         self.http.data_received(data)
 
     def eof_received(self) -> None:
-        """Pass it on."""
+        """Pass it on (uvicorn's protocol keeps the transport open, so a reply can still go)."""
         self.http.eof_received()
 
     def pause_writing(self) -> None:

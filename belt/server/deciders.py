@@ -97,7 +97,8 @@ def handler_decider(
 ) -> Decider:
     """A decider that calls ``func(payload)`` (the posted object, or the model if annotated)
     within ``timeout`` s (HandlerTimeout), a sync one on ``pool``'s threads; SystemExit and
-    Ctrl-C become HandlerFailed; another exception goes to ``on_raise`` and on."""
+    Ctrl-C become HandlerFailed; another exception goes to ``on_raise`` and on. A sync handler
+    that hangs past the deadline holds its thread until it returns."""
     is_async = inspect.iscoroutinefunction(func)
     threads = pool if pool is not None else HandlerPool()
     as_model = wants_model(func)
@@ -130,8 +131,8 @@ def handler_decider(
 
 
 def to_response(result: Any) -> tuple[LifecycleHookResponse, list[str]]:
-    """A handler's return value as a response (None: allow; a dict read as a webhook's answer),
-    and a warning per key ignored."""
+    """A handler's return value as a response (None: allow; a dict read as a webhook's answer:
+    unknown keys ignored, a known key of the wrong shape refused), and a warning per key ignored."""
     if result is None:
         return LifecycleHookResponse(), []
     response, warnings = result, list[str]()

@@ -29,8 +29,8 @@ UNWRITTEN = "the journal could not be written"
 
 
 def stamp_now() -> str:
-    """The wall time now as a journal line's ``at`` (as ``timestamp`` writes it), formatted
-    once a second."""
+    """The wall time now as a journal line's ``at`` (as ``timestamp`` writes it; a virtual
+    clock never changes it), formatted once a second."""
     global _second, _second_text
     second, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
     if _second != second:
@@ -70,7 +70,8 @@ class GroupJournal:
         return self._group.lines if self._group is not None else None
 
     async def write(self, line: ServeLine) -> str | None:
-        """Append ``line`` with the others handed in meanwhile; None once written, else why not."""
+        """Append ``line`` with the others handed in meanwhile; None once written, else why not
+        (a journal that cannot be written must not stop hooks being answered)."""
         group = self._group
         if group is None:
             if self.coming() == 0:

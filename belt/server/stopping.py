@@ -37,7 +37,8 @@ def terminated(signum: int, frame: FrameType | None) -> None:
 @contextlib.contextmanager
 def stopping_on_signals() -> Iterator[None]:
     """For the block, SIGTERM raises Terminated in the main thread; it or Ctrl-C leaving the
-    block becomes ``Stopped``."""
+    block becomes ``Stopped``. SIGTERM's handler is put back after (none is set off the main
+    thread)."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminated) if main else None
     try:

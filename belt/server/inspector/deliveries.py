@@ -428,6 +428,7 @@ class Deliveries:
 
     def _entry(self, delivery_id: str) -> Entry:
         """A delivery's entry, read from its log when no longer held; NotFound when none."""
+        # No lock: one dict get is atomic, and the lock guards the scans and the writes.
         return self.by_id.get(delivery_id) or self._from_log(delivery_id)[0]
 
     def record(self, delivery_id: str) -> tuple[Entry, dict[str, object]]:
