@@ -347,7 +347,8 @@ class Dispatcher:
         return run
 
     def trace_hook(self, span: Any, run: HookRun, event: str) -> None:
-        """A hook's span attributes (docs/tracing.md): never the payload nor the injected text."""
+        """A hook's span attributes (docs/tracing.md): never the payload nor the injected text
+        (its size), nor more of the reason than ``tracing.REASON_LIMIT``."""
         handler_type, host = run.hook.type.value, None
         if run.hook.type == HookHandlerType.WEBHOOK:
             destination = self.target(run.index, run.hook).destination
@@ -416,7 +417,8 @@ def shown_url(url: str) -> str:
 def executed_record(
     event: str, run: HookRun, payload: Mapping[str, object], place: Mapping[str, object]
 ) -> dict[str, object]:
-    """The ``hook.executed`` agent event for one handler run, ending with ``place``."""
+    """The ``hook.executed`` agent event for one handler run, ending with ``place``; the answer's
+    ``override`` is recorded, never acted on (WIRE.md)."""
     response = run.response
     record: dict[str, object] = {
         "type": "hook.executed",

@@ -97,7 +97,8 @@ class WaitSpec(_Strict):
 
 
 class ToolCallSpec(_Strict):
-    """One tool call the scripted model makes, and what the tool returns."""
+    """One tool call the scripted model makes, and what the tool returns (``approval_timeout``
+    in seconds, 0 for the longest a gate may wait)."""
 
     name: str = Field(min_length=1)
     arguments: dict[str, object] = Field(default_factory=dict)

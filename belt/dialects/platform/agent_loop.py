@@ -561,11 +561,16 @@ class PlatformLoop:
         # Reached whatever hooks are attached (``fired`` counts it); saved with the step: once.
         fired = execution.state.setdefault("fired", {})
         fired[event] = int(fired.get(event, 0)) + 1
-        payload: dict[str, Any] = {"event": event, "timestamp": now_iso()}
-        payload |= {"agent_id": self.sim.agent_id, "chat_id": recorder.chat_id}
-        turns = int(recorder.chat.get("turn_count", 0))
-        payload |= {"run_id": execution.run_id, "turn_count": turns}
-        payload |= {"data": data} if data is not None else {}
+        payload: dict[str, Any] = {  # the envelope every handler receives, in the spec's order
+            "event": event,
+            "timestamp": now_iso(),
+            "agent_id": self.sim.agent_id,
+            "chat_id": recorder.chat_id,
+            "run_id": execution.run_id,
+            "turn_count": int(recorder.chat.get("turn_count", 0)),
+        }
+        if data is not None:
+            payload["data"] = data
         if not self.dispatcher.hooks_for(event) or disabled(recorder.refresh_chat()):
             return EventResult(event, payload)
         run = execution.run

@@ -1,5 +1,6 @@
 """Child simulations: the chats hooks start beside a simulation (task chats, review branches),
-each linked to its parent and run in the background until the parent ends."""
+each linked to its parent and run in the background; the parent waits for all of them before
+it ends and records their failures in the order they started."""
 
 from __future__ import annotations
 
