@@ -25,6 +25,7 @@ from belt.display.render import gate_event, gate_holds, span_text
 from belt.outgoing import tracing
 
 if TYPE_CHECKING:
+    from belt.records.interrupts import Settlement
     from belt.rules.approvals import Outcome, Resolve
     from belt.wire.dto import InterruptJSON, WatchEvent
 
@@ -116,9 +117,11 @@ def auto(
 def _resolver(backend: Backend, door: str | None) -> Resolve:
     """How auto resolves, each in a belt.settlement span: in the store, or through the API."""
 
-    def settle(**call: Any) -> InterruptJSON:
-        with tracing.settlement(call["by"]["how"], door):
-            return backend.resolve_interrupt(**call)
+    def settle(*, interrupt_id: str, decision: str, data: Any, by: Settlement) -> InterruptJSON:
+        with tracing.settlement(by["how"], door):
+            return backend.resolve_interrupt(
+                interrupt_id=interrupt_id, decision=decision, data=data, by=by
+            )
 
     return settle
 

@@ -10,13 +10,13 @@ import hashlib
 import operator
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from belt.display.text import describe
 from belt.errors import Conflict, InvalidInput, NotFound
@@ -262,7 +262,13 @@ def _hours(value: Any, path: str, problems: Findings) -> tuple[int, int] | None:
 
 # -- settling gates as they open --------------------------------------------------------------
 
-Resolve = Callable[..., InterruptJSON]  # called as resolve_interrupt, by keyword, with ``by``
+
+class Resolve(Protocol):
+    """Resolve one gate as ``resolve_interrupt`` does, recording ``by``; its InterruptDTO."""
+
+    def __call__(
+        self, *, interrupt_id: str, decision: str, data: Any, by: Settlement
+    ) -> InterruptJSON: ...
 
 
 @dataclass(frozen=True)
