@@ -181,8 +181,9 @@ class Platform:
         """One interrupt, found in its run's list (the API has no route for one interrupt)."""
         check_id(interrupt_id, what="interrupt id")
         items = self.list_interrupts(run_id=run_id, include_settled=True)
-        if (found := next((i for i in items if i.get("id") == interrupt_id), None)) is not None:
-            return found
+        for item in items:
+            if item.get("id") == interrupt_id:
+                return item
         named = [
             str(item.get("id"))
             for item in items
