@@ -385,6 +385,16 @@ def test_a_served_request_replays_to_this_servers_decider_and_a_run_to_its_hooks
     assert "no handler" in alone["rows"][0]["replayed"]["error"]
 
 
+def test_a_replay_to_a_policy_names_the_policy_by_its_path(served: str) -> None:
+    CLIENT.post(f"{served}/hooks/guard", json=payload())
+    (delivery,) = inspect(served, "/deliveries")["items"]
+    given = f"{POLICY.parent}/./{POLICY.name}"  # as typed; the report names the path itself
+    target = {"kind": "policy", "value": given}
+    report = replay(served, {"ids": [delivery["id"]], "target": target}).json()["data"]
+    assert report["target"] == f"policy {POLICY}"
+    assert report["rows"][0]["replayed"]["decision"] == "deny"
+
+
 @pytest.fixture
 def served_with_a_handler(store: Store) -> Iterator[str]:
     """The example policy's server, started with a py: handler a replay may call."""

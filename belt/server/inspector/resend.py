@@ -56,9 +56,11 @@ class Target:
 
     @property
     def options(self) -> dict[str, Any]:
-        """A URL, policy or ``py:`` target as ``belt replay``'s --to, --policy, --handler."""
+        """A URL, policy or ``py:`` target as ``belt replay``'s --to, --policy, --handler (a
+        policy as a Path, so its label names the path as ``belt replay`` does)."""
+        value = Path(str(self.value)) if self.kind == "policy" else self.value
         names = {"url": "to", "policy": "policy", "py": "handler"}
-        return {name: self.value if kind == self.kind else None for kind, name in names.items()}
+        return {name: value if kind == self.kind else None for kind, name in names.items()}
 
 
 def parse_target(raw: Any) -> Target:
