@@ -184,7 +184,7 @@ def _compile(item: Any, index: int, dialect: str, findings: Findings) -> Expecta
         return None
     compiler = _Compiler(item, path, dialect, findings)
     before = len(findings.problems)
-    compiler.known(item, (*KEYS[subject], "name"), f"key here (allowed with {subject}: ", "")
+    compiler.known(item, (*KEYS[subject], "name"), "key here", f"allowed with {subject}")
     if subject in (foreign := compiler.speaks.foreign_subjects):
         compiler.error(subject, foreign[subject])
     conditions = compiler.conditions(subject)
@@ -210,12 +210,19 @@ class _Compiler:
     def error(self, key: str, rule: str) -> None:
         self.findings.error(f"{self.path}.{key}", rule)
 
-    def known(self, keys: dict[str, Any], allowed: tuple[str, ...], what: str, within: str) -> None:
-        """An error for each of ``keys`` not ``allowed`` (``what`` opens its parenthesis)."""
+    def known(
+        self,
+        keys: dict[str, Any],
+        allowed: tuple[str, ...],
+        what: str,
+        scope: str,
+        within: str = "",
+    ) -> None:
+        """An error at ``within``+key for each key not ``allowed``: "unknown WHAT (SCOPE: ...)"."""
         for key in keys:
             if key not in allowed:
-                hint = did_you_mean(key, allowed)
-                self.error(f"{within}{key}", f"unknown {what}{', '.join(allowed)}){hint}")
+                listed = f"({scope}: {', '.join(allowed)}){did_you_mean(key, allowed)}"
+                self.error(f"{within}{key}", f"unknown {what} {listed}")
 
     def value(self, key: str, ok: Test, expected: str, shown: Callable[[Any], str] = repr) -> Any:
         """The value of ``key``: None when it is not given or ``ok`` refuses it (an error)."""
@@ -261,7 +268,7 @@ class _Compiler:
         if not isinstance(value, dict) or not value:
             self.error("row", f"expected a table of row fields, got {describe(value)}")
             return []
-        self.known(value, ROW_FIELDS, "row field (allowed: ", "row.")
+        self.known(value, ROW_FIELDS, "row field", "allowed", within="row.")
         tests = {
             key: value_matcher(v, f"{self.path}.row.{key}", self.findings)
             for key, v in value.items()
