@@ -298,7 +298,9 @@ class StopCutOff:
     async def _cut(self, scope: Scope, send: Send, body: bytes | None, started: float) -> None:
         """Say and journal that the request was not answered, and answer it 503."""
         path = str(scope.get("path", ""))
-        hook = scope.get("method") == "POST" and f"{path}/".startswith(f"{HOOK_ROUTE}/")
+        hook = scope.get("method") == "POST" and (
+            path == HOOK_ROUTE or path.startswith(HOOK_ROUTE + "/")
+        )
         waiting = "while the handler was still deciding" if hook else "before its answer"
         if body is None:
             waiting = "while its body was still arriving"
@@ -481,7 +483,8 @@ class Supervisor(Multiprocess):
         self.stopped_by = signum
         self.should_exit.set()
 
-    # A process inherits its starter's signal mask: workers start with Ctrl-C held.
+    # A process inherits its starter's signal mask: workers start with Ctrl-C held (not one
+    # uvicorn starts in place of one that died: that happens among slow health checks).
     def init_processes(self) -> None:
         """Start the workers, as uvicorn does."""
         with ctrl_c_held():
