@@ -29,6 +29,18 @@ def interrupted(task_input: dict[str, Any]) -> dict[str, Any]:
     raise KeyboardInterrupt
 
 
+class Unsayable(Exception):
+    """An exception whose message itself raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def unsayable(task_input: dict[str, Any]) -> dict[str, Any]:
+    """A tool that raises an exception whose message cannot be read."""
+    raise Unsayable
+
+
 def not_a_number(task_input: dict[str, Any]) -> dict[str, Any]:
     """A tool that answers NaN, which JSON cannot spell."""
     return {"structured_content": {"continue": False, "score": float("nan")}}

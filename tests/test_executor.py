@@ -542,6 +542,7 @@ def test_a_cmd_tool_answering_what_json_cannot_hold_is_an_invalid_decision(
     [
         ("exits", "failure", "raised SystemExit: 3"),
         ("interrupted", "failure", "raised KeyboardInterrupt"),
+        ("unsayable", "failure", "raised Unsayable"),
         ("not_a_number", "invalid", "the function returned what JSON cannot hold"),
         ("a_set", "invalid", "the function returned what JSON cannot hold"),
     ],

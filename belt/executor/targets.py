@@ -52,7 +52,11 @@ class Target:
         assert self.func is not None, "a py: target is called once loaded"
         call = functools.partial(called, self.func, task_input)  # in a thread, left behind late
         outcome = in_thread(call, max(timeout, 0.001), name="belt-py-tool")
-        return ToolOutcome(timed_out=True) if outcome is None else outcome[1]
+        if outcome is None:
+            return ToolOutcome(timed_out=True)
+        returned, value = outcome
+        # ``called`` answers every failure of the tool; what still escapes it is one too.
+        return value if returned else ToolOutcome(failure=f"raised {type(value).__name__}")
 
 
 SHAPE = "cmd:COMMAND, py:MODULE:FUNC or an http(s):// URL"
@@ -171,7 +175,11 @@ def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
     try:
         result = call_user(func, argument)
     except BaseException as exc:  # the tool's failure, whatever it is, is its outcome
-        return ToolOutcome(failure=f"raised {type(exc).__name__}: {exc}")
+        try:
+            said = f": {exc}"
+        except Exception:  # its message cannot be read either: the type alone
+            said = ""
+        return ToolOutcome(failure=f"raised {type(exc).__name__}{said}")
     if (problem := unsendable(result)) is not None:
         return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {problem}")
     return ToolOutcome(result=result)
