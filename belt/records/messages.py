@@ -193,7 +193,8 @@ class Recorder:
         self._index_size = self.store.index_size(MESSAGES, self.chat_id)
         rows: dict[str, Message] = {}
         turns = int(self.chat.get("turn_count", 0))
-        self.messages, self.rows = chat_messages(self.store, self.chat_id, turns, rows), rows
+        self.messages = chat_messages(self.store, self.chat_id, turns, rows)  # fills ``rows``
+        self.rows = rows
         self.by_id = {m["id"]: m for m in self.messages}
 
     @property
