@@ -233,13 +233,14 @@ class Transcript:
         result: str,
     ) -> None:
         """Complete a tool invocation: its result is a tool message (the assistant message holding
-        it is saved once all its calls are settled, not after each)."""
+        it is saved once all its calls are settled, not after each: a turn's cost would grow with
+        the square of its calls)."""
         invocation["status"] = status
         invocation["result"] = result
         ready = status == ToolInvocationStatus.COMPLETED
         fields = {"tool_call_id": invocation["tool_invocation_id"]}
-        status = MessageStatus.READY if ready else MessageStatus.FAILED
-        self.add_text(execution, "tool", result, fields=fields, status=status)
+        message_status = MessageStatus.READY if ready else MessageStatus.FAILED
+        self.add_text(execution, "tool", result, fields=fields, status=message_status)
 
     def unused_reply(self, state: Mapping[str, object]) -> str | None:
         """The id a run set aside for its reply, while no message of the chat has it."""
