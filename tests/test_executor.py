@@ -88,6 +88,23 @@ def test_one_event_and_source_pair_has_one_durable_task(store: Store) -> None:
     ]
 
 
+def test_a_new_task_is_stored_with_its_attempt_fields_in_their_order(store: Store) -> None:
+    task = schedule(store)
+    stored = json.loads(store.path(HOOKTASK, task["id"]).read_text())["data"]
+    assert list(stored)[-10:] == [
+        "approval",
+        "dispatched_at",
+        "deadline",
+        "claim",
+        "result",
+        "decision",
+        "error",
+        "duration_ms",
+        "finished_at",
+        "updated_at",
+    ]
+
+
 def test_a_task_its_scheduler_did_not_list_is_listed_when_scheduled_again(store: Store) -> None:
     # A process killed between writing the task and listing it on its run.
     task = schedule(store)

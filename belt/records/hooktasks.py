@@ -59,10 +59,17 @@ def start_attempt(
     task: HookTask, status: str, attempt: int, stamp: str, deadline: str | None
 ) -> None:
     """Make ``task`` attempt ``attempt`` in ``status`` at ``stamp``, nothing claimed or answered."""
-    cleared = ("approval", "claim", "result", "decision", "error", "duration_ms", "finished_at")
-    task.update(cast(HookTask, dict.fromkeys(cleared)))
-    task["status"], task["attempt"], task["deadline"] = status, attempt, deadline
-    task["dispatched_at"] = task["updated_at"] = stamp
+    answered = ("claim", "result", "decision", "error", "duration_ms", "finished_at")
+    attempt_fields = {
+        "status": status,
+        "attempt": attempt,
+        "approval": None,
+        "dispatched_at": stamp,
+        "deadline": deadline,
+        **dict.fromkeys(answered),
+        "updated_at": stamp,
+    }
+    task.update(cast(HookTask, attempt_fields))  # in this order: a new task's file lists them so
 
 
 def add_task(store: Store, task: HookTask) -> bool:
