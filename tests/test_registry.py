@@ -118,6 +118,11 @@ def test_a_new_name_creates_an_entry_in_the_store(store: Store) -> None:
     assert [v["version"] for v in entry["versions"]] == [1]
     assert entry["versions"][0]["created_at"] == entry["created_at"]
     assert store.members(ENTRIES, DEFAULT_OWNER) == [outcome.id]
+    # The file's (and `belt registry show --json`'s) order of fields.
+    assert list(entry) == [
+        *("id", "owner", "name", "kind", "tags", "text", "version", "origin", "versions"),
+        *("created_at", "updated_at", "removed_at"),
+    ]
 
 
 def test_the_same_name_and_meaning_is_skipped_and_changes_nothing(store: Store) -> None:

@@ -571,12 +571,17 @@ def _save_one(
         "origin": origin.to_json(),
     }
     if existing is None:
-        entry: RegistryEntry = {
+        entry: RegistryEntry = {  # the order of its file and of `belt registry show --json`
             "id": new_id("re"),
             "owner": owner,
             "name": candidate.name,
-            **version,
+            "kind": candidate.kind,
+            "tags": list(candidate.tags),
+            "text": candidate.text,
+            "version": 1,
+            "origin": origin.to_json(),
             "versions": [version],
+            "created_at": stamp,
             "updated_at": stamp,
             "removed_at": None,
         }
