@@ -75,7 +75,9 @@ def list_runs(store: Store, *, include_tasks: bool = False) -> list[RunRow]:
 
     @cache
     def simulation(sim_id: str) -> tuple[Sim, str | None]:
-        return (sim := read_sim(store, sim_id)), stranded_at(store, sim)
+        """A simulation, read once, and its stranded run (``stranded_at``)."""
+        sim = read_sim(store, sim_id)
+        return sim, stranded_at(store, sim)
 
     rows: list[RunRow] = []
     for run_id in store.list_ids(RUN):

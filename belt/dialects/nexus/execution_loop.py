@@ -472,8 +472,8 @@ class NexusLoop:
         """Compaction and its hooks when needed, then turn_start before the first request."""
         state = execution.state
         if state["compaction"] is None and (extra := self.sim.transcript.over_limit(execution)):
-            n, asked = state["compactions"] + 1, dict(extra) if state["requests"] > 0 else {}
-            state["compaction"] = {"n": n, "stage": "pre", "extra": asked}
+            asked = dict(extra) if state["requests"] > 0 else {}
+            state["compaction"] = {"n": state["compactions"] + 1, "stage": "pre", "extra": asked}
             self.sim.steps.save(execution)
         compaction = state["compaction"]
         if compaction is not None:

@@ -170,7 +170,8 @@ def load_nexus_scenario(
     problems += nexus_turn_problems(scenario)
     check_resolutions([t.resolve for t in scenario.turns], "nexus", findings)
     for name, target in scenario.executors.items():
-        if problem := "a tool name is needed" if not name.strip() else target_problem(target):
+        problem = target_problem(target) if name.strip() else "a tool name is needed"
+        if problem:
             findings.error(f"executors.{name}", problem)
     problems += findings.problems
     refuse(source, problems)
