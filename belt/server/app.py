@@ -101,7 +101,8 @@ if TYPE_CHECKING:
     from belt.store import Store
 
 ANSWERS_MAX_BYTES = 16 * 1024 * 1024
-"""The most bytes of first answers kept for redeliveries (the oldest let go, their ids kept)."""
+"""The most bytes of first answers kept for redeliveries; the oldest are let go, their ids kept,
+so a redelivery of one is refused, never decided again."""
 IDS_MAX = 100_000
 """The most webhook ids remembered; an unknown id signed before one forgotten is refused."""
 ID_KEPT_MAX = 64  # the longest webhook id remembered as it is; a longer one is kept as its digest
@@ -441,7 +442,8 @@ def create_app(
 ) -> Starlette:
     """The ASGI app of ``belt serve``; ``store=None`` uses the state directory's.
 
-    ``in_process`` and the ``agents`` files' ``py:`` handlers are the only code a replay may call.
+    ``in_process`` and the ``agents`` files' ``py:`` handlers are the only code a replay may call
+    (no request names code). ``model`` and ``agents`` are checked here, before anything is served.
     """
     names = [allowed_host_name(name) for name in allow_hosts]
     the_store = store if store is not None else open_store()
