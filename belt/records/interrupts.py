@@ -377,7 +377,8 @@ def list_interrupts(
 
 
 def _records(store: Store, ids: list[str], include_settled: bool) -> list[Interrupt]:
-    """The stored interrupts of ``ids``, pending ones or all, oldest first."""
+    """The stored interrupts of ``ids``, pending ones or all, oldest first (an id whose creator
+    did not finish, a link or marker without its object, is left out)."""
     found = [
         record
         for interrupt_id in ids

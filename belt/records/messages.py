@@ -237,8 +237,9 @@ class Recorder:
         return self.add_messages([new])[0]
 
     def add_messages(self, new: Sequence[NewMessage]) -> list[Message]:
-        """Append messages after any another process added, under the chat's order lock; files
-        are written before they are listed, so none listed lacks its file."""
+        """Append messages after any another process added, under the chat's order lock (so two
+        writers never give out one ``order``); files are written before they are listed, so none
+        listed lacks its file."""
         if not new:
             return []
         added: list[Message] = []
