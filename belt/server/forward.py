@@ -39,7 +39,8 @@ class Forwarder:
     One client for the server's life (the lifespan's ``async with``, or a first request). At
     most ``MAX_CONNECTIONS`` requests reach the handler at once; the rest wait in ``slots``, not
     in httpx's pool (which looks at every connection per waiter). ``timeout``: each request's
-    total deadline, the wait included.
+    total deadline, the wait included; the client's own timeouts are set to it, so none of
+    httpx's shorter defaults cuts a call first.
     """
 
     def __init__(
