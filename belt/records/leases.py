@@ -68,8 +68,8 @@ def mine() -> Lease:
 def is_mine(lease: object) -> bool:
     """True when ``lease`` is held by this very process."""
     pid = os.getpid()
-    mine = {"pid": pid, "host": host(), "started": _own_start(pid)}
-    return isinstance(lease, dict) and all(lease.get(key) == mine[key] for key in mine)
+    own = {"pid": pid, "host": host(), "started": _own_start(pid)}  # what ``mine`` writes
+    return isinstance(lease, dict) and all(lease.get(key) == value for key, value in own.items())
 
 
 def holder_alive(lease: object) -> bool:
