@@ -1,7 +1,8 @@
 """Hermetic runs: hooks delivered only on this machine (loopback, ``py:``, routed there).
 
 ``belt test``, the pytest plugin and ``belt sim run --offline`` find a webhook or executor that
-would go anywhere else before anything runs; ``--allow-network`` lifts the rule.
+would go anywhere else before anything runs, so a test can neither depend on the network nor
+pass on a hook that never answered because it was out of reach; ``--allow-network`` lifts it.
 """
 
 from __future__ import annotations

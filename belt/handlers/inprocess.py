@@ -5,6 +5,7 @@ dict (or a LifecycleHookPayload when its first parameter is annotated so) and an
 webhook's body does (``None``, a dict or a LifecycleHookResponse), in a worker thread under a
 total deadline. An overrun fails as a webhook's timeout does (the thread is never waited for);
 an exception, or an answer that is not a response, as a webhook's HTTP 500 does.
+``belt serve --handler`` runs the same convention on its own threads: change both together.
 """
 
 from __future__ import annotations
