@@ -41,6 +41,18 @@ def explode(payload: dict[str, Any]) -> None:
     raise ValueError("boom \x1b[31mred")
 
 
+class Unsayable(Exception):
+    """An exception whose message raises when it is read."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no words")
+
+
+def explode_unsayably(payload: dict[str, Any]) -> None:
+    """Fail with an exception whose message cannot be read."""
+    raise Unsayable
+
+
 def nonsense(payload: dict[str, Any]) -> Any:
     """Answer what no webhook may answer."""
     return {"decision": "maybe"}

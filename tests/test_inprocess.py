@@ -93,6 +93,14 @@ def test_an_exception_is_a_handler_failure(tmp_path: Path) -> None:
     assert tool_call(report)["status"] == "completed"
 
 
+def test_an_exception_whose_message_raises_is_a_failure_named_by_its_type(tmp_path: Path) -> None:
+    path = scenario(tmp_path, [webhook("py:tests.pyhooks:explode_unsayably")])
+    report, _ = run_scenario(scenario=path)
+    [row] = hook_rows(report)
+    assert row["error"] == "py:tests.pyhooks:explode_unsayably raised Unsayable"
+    assert tool_call(report)["status"] == "completed"
+
+
 def test_an_exception_denies_when_fail_closed(tmp_path: Path) -> None:
     path = scenario(tmp_path, [webhook("py:tests.pyhooks:explode")])
     report, _ = run_scenario(scenario=path, fail_closed=True)

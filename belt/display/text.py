@@ -28,3 +28,11 @@ def describe(value: Any) -> str:
     kinds: list[tuple[type, str]] = [(bool, "a boolean"), (int, "an integer"), (float, "a number")]
     kinds += [(str, "a string"), (list, "an array"), (dict, "an object"), (type(None), "null")]
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or "" when the exception's own ``__str__`` raises (user code's may)."""
+    try:
+        return str(exc)
+    except Exception:
+        return ""

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from belt.deliveries.effects import url_host
-from belt.display.text import short
+from belt.display.text import message_of, short
 from belt.errors import BeltError, UsageError
 from belt.executor.inbox import ToolOutcome
 from belt.executor.process import run_bounded
@@ -175,11 +175,8 @@ def called(func: Callable[..., Any], task_input: Input) -> ToolOutcome:
     try:
         result = call_user(func, argument)
     except BaseException as exc:  # the tool's failure, whatever it is, is its outcome
-        try:
-            said = f": {exc}"
-        except Exception:  # its message cannot be read either: the type alone
-            said = ""
-        return ToolOutcome(failure=f"raised {type(exc).__name__}{said}")
+        said = message_of(exc)
+        return ToolOutcome(failure=f"raised {type(exc).__name__}" + (f": {said}" if said else ""))
     if (problem := unsendable(result)) is not None:
         return ToolOutcome(invalid=f"the function returned what JSON cannot hold: {problem}")
     return ToolOutcome(result=result)

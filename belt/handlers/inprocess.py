@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import from_json
 
-from belt.display.text import describe, printable, short
+from belt.display.text import describe, message_of, printable, short
 from belt.errors import BeltError, InvalidInput
 from belt.handlers.webhook import TIMED_OUT, Answer, WebhookResult, checked_answer, encode_payload
 from belt.reading.strictjson import unsendable
@@ -326,7 +326,7 @@ def _answered(label: str, call: _Call, duration: int, message_limit: int | None)
     """The result of a returned call: its answer read as a webhook's body, or what it raised."""
     if call.error is not None:
         kind = type(call.error).__name__
-        detail = printable(str(call.error))
+        detail = printable(message_of(call.error))
         if message_limit is not None:
             detail = short(detail, message_limit)
         error = f"{label} raised {kind}: {detail}" if detail else f"{label} raised {kind}"
