@@ -272,6 +272,8 @@ def decide(payload: LifecycleHookPayload) -> Any:
     tool = (payload.data or {}).get("tool")
     if tool == "boom":
         raise RuntimeError("handler exploded")
+    if tool == "unsayable":
+        raise pyhooks.Unsayable
     if tool == "as_dict":
         return {"decision": "deny", "reason": "from a dict"}
     if tool == "as_model":
@@ -341,6 +343,11 @@ def test_a_handler_that_raises_is_500_and_the_server_keeps_serving(handler_serve
     assert reply.headers["content-type"] == "application/problem+json"
     assert reply.json()["detail"] == "the handler raised RuntimeError: handler exploded"
     assert handler_server.journal()[-1]["error"] == reply.json()["detail"]
+    assert call_tool(handler_server, "as_dict").status_code == 200
+    # An exception whose message raises when read is still the handler's 500, named by its type.
+    reply = call_tool(handler_server, "unsayable")
+    assert reply.status_code == 500
+    assert reply.json()["detail"] == "the handler raised Unsayable"
     assert call_tool(handler_server, "as_dict").status_code == 200
 
 

@@ -28,7 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from belt.deliveries.effects import is_in_process
-from belt.display.text import describe
+from belt.display.text import describe, message_of
 from belt.emulator.agents import load_agent_files
 from belt.emulator.conversation import Emulator
 from belt.emulator.modelscript import load_model_script
@@ -390,7 +390,9 @@ class HookService:
         except (HandlerTimeout, HandlerFailed) as exc:
             raise Problem(504 if isinstance(exc, HandlerTimeout) else 500, str(exc)) from None
         except Exception as exc:
-            raise Problem(500, f"the handler raised {type(exc).__name__}: {exc}") from None
+            said = message_of(exc)  # a handler's own exception: its message may raise too
+            detail = f"the handler raised {type(exc).__name__}" + (f": {said}" if said else "")
+            raise Problem(500, detail) from None
         fields, response_body, response = self._encoded(verdict)
         record.update(fields)  # type: ignore[typeddict-item]
         return response_body, response

@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, Router
 
 from belt.deliveries.replay import payload_model
+from belt.display.text import message_of
 from belt.engine.entrypoints import resume_if_settled
 from belt.errors import BeltError, Conflict, InvalidInput
 from belt.handlers.webhook import WebhookResult
@@ -167,7 +168,7 @@ class Inspector:
         try:
             status, response, error = 200, anyio.from_thread.run(self.decide, model).response, None
         except Exception as exc:
-            status, response, error = 500, None, f"the handler failed: {exc}"
+            status, response, error = 500, None, f"the handler failed: {message_of(exc)}"
         ms = round((time.perf_counter() - started) * 1000)
         return WebhookResult(status, "", response, error, ms)
 
