@@ -139,3 +139,31 @@ def test_a_gate_settled_elsewhere_first_keeps_its_title(
     assert head(settled)[1].startswith(TITLE + " resolved allow by ana via the CLI"), head(settled)[
         1
     ]
+
+
+SELECT_TOOL = """(tool) => {
+  const cells = [...document.querySelectorAll("tr.delivery td.tool")];
+  const cell = cells.find((c) => c.textContent === tool);
+  cell.closest("tr").dataset.marked = "before the refresh";
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  getSelection().removeAllRanges();
+  getSelection().addRange(range);
+}"""
+
+
+def test_a_refresh_keeps_the_rows_that_did_not_change_and_a_selection_in_them(
+    served: str, page: Any
+) -> None:
+    # A person selects text in a row, to copy it; a new delivery refreshes the list meanwhile.
+    CLIENT.post(f"{served}/hooks/guard", json=payload(tool="copy_me"))
+    page.goto(f"{served}/#/deliveries")
+    page.locator("tr.delivery", has_text="copy_me").wait_for()
+    page.evaluate(SELECT_TOOL, "copy_me")
+    CLIENT.post(f"{served}/hooks/guard", json=payload(tool="arrived_later"))
+    page.locator("tr.delivery", has_text="arrived_later").wait_for()
+    # The row is the same element (not one built again), and the selection is still there.
+    assert page.locator("tr.delivery[data-marked]", has_text="copy_me").count() == 1
+    assert page.evaluate("() => getSelection().toString()") == "copy_me"
+    rows = page.locator("tr.delivery td.tool").all_inner_texts()
+    assert rows.index("arrived_later") < rows.index("copy_me")  # the newest first, as before

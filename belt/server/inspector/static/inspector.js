@@ -82,6 +82,13 @@ function labelled(names, row) {
   return row;
 }
 
+// Puts `nodes` in `parent` in order, moving only what is not in its place yet: a row a refresh
+// keeps is not taken out of the page, so a person's text selection in it survives the refresh.
+function place(parent, nodes) {
+  nodes.forEach((node, i) => { if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null); });
+  while (parent.children.length > nodes.length) parent.lastElementChild.remove();
+}
+
 function show(...children) {
   for (const timer of state.timers) clearInterval(timer);
   state.timers = [];
@@ -277,9 +284,21 @@ async function deliveriesView() {
   el("td", { class: "reason" }, d.error || d.reason || ""), el("td", { class: "num" }, ms(d.duration_ms)),
   el("td", {}, d.signature || ""), el("td", {}, d.valid === false ? "invalid" : d.valid ? "valid" : "")));
 
+  // A delivery's id → [its JSON, its row]: a refresh reuses the row of a delivery that did not change.
+  let rows = new Map();
+  const listed = (items, before = rows) => items.map((d) => {
+    const json = JSON.stringify(d);
+    const kept = before.get(d.id);
+    const node = kept && kept[0] === json ? kept[1] : row(d);
+    rows.set(d.id, [json, node]);
+    return node;
+  });
+
   async function load() {
     const found = await call("/deliveries?" + query({ limit: String(shown) }));
-    body.replaceChildren(...found.items.map(row));
+    const before = rows;
+    rows = new Map(); // only what is listed now is kept for the next refresh
+    place(body, listed(found.items, before));
     next = found.next;
     more.hidden = !next;
     // A text search answers a part of the history at a time: its count is then "at least".
@@ -291,7 +310,7 @@ async function deliveriesView() {
   }
   more.addEventListener("click", async () => {
     const found = await call("/deliveries?" + query({ limit: String(PAGE_ROWS), before: next }));
-    body.append(...found.items.map(row));
+    body.append(...listed(found.items));
     shown += found.items.length;
     next = found.next;
     more.hidden = !next;
