@@ -42,6 +42,12 @@ def console(load: "Callable[[], Callable[..., Any]]", prog_name: str) -> "NoRetu
         load()(prog_name=prog_name)
     except KeyboardInterrupt:
         interrupted()
+    except RuntimeError as wrapped:
+        # Python 3.11 wraps what a descriptor's __set_name__ raises, a Ctrl-C landing in a
+        # class statement of a module being imported among them, in a RuntimeError.
+        if isinstance(wrapped.__cause__, KeyboardInterrupt):
+            interrupted()
+        raise
     except SystemExit as done:
         # Typer turns a KeyboardInterrupt into exit 130 without a word.
         cause = done.__context__.__cause__ if done.__context__ is not None else None

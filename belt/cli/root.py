@@ -71,6 +71,10 @@ class BeltGroup(TyperGroup):
                 error = Interrupted("interrupted")
             else:
                 error = BeltError("no answer: the input ended at a question")
+        except RuntimeError as wrapped:  # after Abort, one: a Ctrl-C in a __set_name__ (console)
+            if not isinstance(wrapped.__cause__, KeyboardInterrupt):
+                raise
+            error = Interrupted("interrupted")
         except BeltError as exc:
             error = exc
         json_ = wants_json(ctx, failed)

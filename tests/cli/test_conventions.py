@@ -117,6 +117,36 @@ def test_a_ctrl_c_swallowed_by_a_finalizer_ends_the_command_with_one_line(
     assert done.stderr.splitlines() == ["interrupted"], done.stderr
 
 
+SET_NAME_PRESSED = """
+from belt.cli import console
+
+
+class Pressed:
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt  # as a Ctrl-C landing here does
+
+
+def load():
+    class Imported:  # a class statement of a module belt imports as it starts (platform's)
+        field = Pressed()
+
+    return Imported
+
+
+console(load, "belt")
+"""
+
+
+def test_a_ctrl_c_in_a_class_statement_being_imported_is_one_line_and_exit_130() -> None:
+    # Python 3.11 wraps it in "RuntimeError: Error calling __set_name__", which went past
+    # belt's Ctrl-C as a traceback (a fresh clone's sweep of Ctrl-C over belt's start hit it).
+    done = subprocess.run(
+        [sys.executable, "-c", SET_NAME_PRESSED], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted\n"
+
+
 def test_ctrl_c_at_the_review_prompt_exits_130_with_one_line() -> None:
     open_gate()
     with on_terminal(["interrupt", "review"]) as terminal:
