@@ -548,6 +548,73 @@ def test_a_handler_that_closes_its_worker_pipe_fails_that_call_only() -> None:
         caller.close()
 
 
+@pytest.mark.parametrize(
+    ("end", "error"),
+    [
+        (0, None),  # where the worker reads its calls
+        (1, None),  # where belt writes them
+        (2, "py:m:closes closed the pipe belt reads its answer from"),
+        (3, "py:m:closes closed the pipe belt reads its answer from"),  # where the worker answers
+    ],
+)
+def test_a_handler_that_closes_any_end_of_its_pipes_leaves_the_next_call_to_a_new_worker(
+    end: int, error: str | None
+) -> None:
+    import os
+
+    caller = InProcess()
+    olds = []
+
+    def closes(payload: Any) -> None:
+        olds.append(next(iter(caller._workers.values())))
+        os.close(olds[0].ends[end])
+
+    try:
+        assert caller.call("py:m:closes", closes, {}, timeout=5).error == error
+        assert caller.call("py:m:allow", pyhooks.allow, {}, timeout=5).error is None
+        assert next(iter(caller._workers.values())) is not olds[0]
+        olds[0].thread.join(5)
+        assert not olds[0].thread.is_alive()  # it ended, touching no end again
+    finally:
+        caller.close()
+
+
+def test_a_worker_whose_pipe_end_a_handler_closed_never_reads_the_file_that_takes_its_number() -> (
+    None
+):
+    # The next file opened takes a closed end's number: here the handler's own pipe, holding a
+    # byte, as a new worker's pipe did in a run where the old thread read after the next call.
+    import os
+    import select
+
+    caller = InProcess()
+    calls: list[int] = []
+    opened: list[int] = []
+
+    def closes_and_reopens(payload: Any) -> None:
+        calls.append(1)
+        given = next(iter(caller._workers.values())).ends[0]
+        os.close(given)
+        read, write = os.pipe()
+        opened.extend((read, write))
+        assert read == given  # the lowest free number
+        os.write(write, b"c")
+
+    try:
+        assert caller.call("py:m:closes", closes_and_reopens, {}, timeout=5).error is None
+        old = next(iter(caller._workers.values()))
+        assert caller.call("py:m:allow", pyhooks.allow, {}, timeout=5).error is None
+        old.thread.join(5)
+        assert not old.thread.is_alive()
+        assert calls == [1]
+        assert select.select([opened[0]], [], [], 0)[0] == [opened[0]]  # its byte is unread
+        assert next(iter(caller._workers.values())) is not old
+    finally:
+        caller.close()
+        for fd in opened:
+            os.close(fd)
+
+
 def test_a_forked_process_closes_the_pipes_of_the_idle_workers_it_did_not_get() -> None:
     import os
 

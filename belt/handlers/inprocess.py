@@ -149,20 +149,43 @@ class _Call:
 _GO = b"c"  # hands a worker its ``call``, and answers it; any other byte stops the worker
 
 
+def _identity(fd: int) -> tuple[int, int]:
+    """Which file ``fd`` is (OSError: none)."""
+    stat = os.fstat(fd)
+    return stat.st_dev, stat.st_ino
+
+
 class _Worker:
     """A daemon thread that runs calls one at a time, each handed over and answered by a byte on
     a pipe: ``os.write`` lets go of the GIL before it wakes the other thread (a lock or a queue
-    wakes it with the GIL held). The caller writes ``go``, reads ``back``; the thread closes all."""
+    wakes it with the GIL held). The caller writes ``go``, reads ``back``; the thread closes all.
+
+    A handler can close any of the four ends, and the next file opened (a new worker's pipe, say)
+    takes its number: so after each call the thread checks that every end is still its pipe. If
+    one is not, the worker is ``broken``: it answers if it still can, ends, and never touches an
+    end again (the caller takes a new worker)."""
 
     def __init__(self) -> None:
         self.call: _Call | None = None
         self.busy = False
+        self.broken = False
         self.ends = os.pipe() + os.pipe()
         self.go, self.back = self.ends[1], self.ends[2]
+        self.pipes = [_identity(fd) for fd in self.ends]
         self.answered = select.poll()
         self.answered.register(self.back, select.POLLIN)
         self.thread = threading.Thread(target=self._loop, name="belt-py-handler", daemon=True)
         self.thread.start()
+
+    def _owned(self) -> list[bool]:
+        """Whether each end is still this worker's pipe."""
+        owned = []
+        for fd, pipe in zip(self.ends, self.pipes, strict=True):
+            try:
+                owned.append(_identity(fd) == pipe)
+            except OSError:
+                owned.append(False)
+        return owned
 
     def _loop(self) -> None:
         given, answer = self.ends[0], self.ends[3]
@@ -171,15 +194,21 @@ class _Worker:
                 self.busy = True
                 self.call.run()  # type: ignore[union-attr]  # it raises nothing
                 self.busy = False
+                if not all(owned := self._owned()):
+                    self.broken = True  # before the answer: the caller reads it after
+                    if owned[3]:
+                        os.write(answer, _GO)
+                    return
                 os.write(answer, _GO)
-        except OSError:  # a handler closed an end of its pipes: the fds are not belt's now
+        except OSError:  # an end closed by a handler in another thread, or no one reads back
             return
         self.close()
 
     def stop(self) -> None:
         """Let the thread end once its current call (if any) returns."""
-        with contextlib.suppress(OSError):
-            os.write(self.go, b"\0")
+        if not self.broken:
+            with contextlib.suppress(OSError):
+                os.write(self.go, b"\0")
 
     def close(self) -> None:
         for fd in self.ends:
@@ -223,7 +252,7 @@ class InProcess:
         with self._lock:
             workers, self._workers = list(self._workers.values()), {}
         with _idle_lock:
-            kept = [w for w in workers if not w.busy][: IDLE_WORKERS - len(_idle)]
+            kept = [w for w in workers if not (w.busy or w.broken)][: IDLE_WORKERS - len(_idle)]
             _idle.extend(kept)
         for worker in workers:
             if worker not in kept:
@@ -298,11 +327,11 @@ class InProcess:
         while True:
             worker = self._worker()
             worker.call = call
-            try:
-                os.write(worker.go, _GO)
-                return worker
-            except OSError:
-                self._abandon(worker)
+            if not worker.broken:
+                with contextlib.suppress(OSError):
+                    os.write(worker.go, _GO)
+                    return worker
+            self._abandon(worker)
 
 
 def _prepared(label: str, func: Handler, payload: Mapping[str, object]) -> _Call | WebhookResult:
