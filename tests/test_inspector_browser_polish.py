@@ -167,3 +167,75 @@ def test_a_refresh_keeps_the_rows_that_did_not_change_and_a_selection_in_them(
     assert page.evaluate("() => getSelection().toString()") == "copy_me"
     rows = page.locator("tr.delivery td.tool").all_inner_texts()
     assert rows.index("arrived_later") < rows.index("copy_me")  # the newest first, as before
+
+
+TYPE_DATA = """(selector) => {
+  const card = document.querySelector(selector);
+  card.dataset.marked = "before the refresh";
+  const data = card.querySelector("textarea[name=data]");
+  data.focus();
+  data.value = '{"by": "m';
+  data.setSelectionRange(4, 6);
+}"""
+
+TYPED = """(selector) => {
+  const card = document.querySelector(`${selector}[data-marked]`);
+  const data = card && card.querySelector("textarea[name=data]");
+  const focused = document.activeElement === data;
+  return data && [data.value, focused, data.selectionStart, data.selectionEnd];
+}"""
+
+
+def typing_in_a_gate_survives_a_refresh(page: Any, card: Any, where: str, again: Any) -> None:
+    """A person opens a gate card's "Allow with data…" in ``where`` (a selector of the list or
+    view) and types; a refresh of the list (``again`` opens another gate) keeps what they typed,
+    where the cursor was, and the card itself."""
+    card.get_by_role("button", name="Allow with data…").click()
+    selector = f'.gate[data-id="{card.get_attribute("data-id")}"]'
+    page.evaluate(TYPE_DATA, selector)
+    loads = int(page.locator(where).get_attribute("data-loads") or 0)
+    again()
+    page.wait_for_function(
+        f"() => Number(document.querySelector('{where}').dataset.loads) > {loads}"
+    )
+    assert page.evaluate(TYPED, selector) == ['{"by": "m', True, 4, 6]
+
+
+def test_a_gates_refresh_keeps_what_a_person_typed_in_a_card(
+    served: str, page: Any, tmp_path: Path
+) -> None:
+    run_scenario(scenario=gated_scenario(tmp_path, served))
+    page.goto(f"{served}/#/gates")
+    card = page.locator(".gate", has_text="/tmp/old.txt")
+    card.locator("button.allow").wait_for()
+    typing_in_a_gate_survives_a_refresh(
+        page, card, ".gate-list", lambda: run_scenario(scenario=gated_scenario(tmp_path, served))
+    )
+    assert page.locator(".gate.pending").count() == 2  # the new gate is listed beside it
+    clock = page.locator(".gate[data-marked] .clock")
+    shown = clock.inner_text()
+    assert shown.endswith(", then allow"), shown
+    page.wait_for_function(  # it still ticks
+        "(shown) => document.querySelector('.gate[data-marked] .clock').textContent !== shown",
+        arg=shown,
+    )
+
+
+def test_a_runs_refresh_keeps_a_gate_card_and_its_typing_and_the_rows_that_did_not_change(
+    served: str, page: Any, tmp_path: Path
+) -> None:
+    report, _ = run_scenario(scenario=gated_scenario(tmp_path, served))
+    run_id = report["runs"][0]["id"]
+    page.goto(f"{served}/#/runs")
+    row = page.locator(f'tr[data-id="{run_id}"]')
+    row.wait_for()
+    row.evaluate("(row) => { row.dataset.marked = 'before the refresh'; }")
+    run_scenario(scenario=gated_scenario(tmp_path, served))
+    page.locator("table.list tbody tr").nth(1).wait_for()
+    assert page.locator(f'tr[data-id="{run_id}"][data-marked]').count() == 1
+    page.goto(f"{served}/#/run/{run_id}")
+    card = page.locator(".run-view .gate")
+    card.locator("button.allow").wait_for()
+    typing_in_a_gate_survives_a_refresh(
+        page, card, ".run-view", lambda: run_scenario(scenario=gated_scenario(tmp_path, served))
+    )

@@ -25,7 +25,6 @@ const state = {
   area: null, // what the current view shows: deliveries, runs or gates
   refresh: null, // refetches the current view
   filters: {},
-  timers: [],
   pending: false,
   lastRefresh: 0,
   // Gates this tab settled (or found settled), by id: each card stays, saying what happened,
@@ -82,16 +81,38 @@ function labelled(names, row) {
   return row;
 }
 
-// Puts `nodes` in `parent` in order, moving only what is not in its place yet: a row a refresh
-// keeps is not taken out of the page, so a person's text selection in it survives the refresh.
+// Puts `nodes` in `parent` in order, moving only what is not in its place yet: a node a refresh
+// keeps is not taken out of the page, so a person's text selection in it, or the field they are
+// typing in, survives the refresh.
 function place(parent, nodes) {
+  const wanted = new Set(nodes);
+  for (const child of [...parent.children]) if (!wanted.has(child)) child.remove();
   nodes.forEach((node, i) => { if (parent.children[i] !== node) parent.insertBefore(node, parent.children[i] || null); });
-  while (parent.children.length > nodes.length) parent.lastElementChild.remove();
+}
+
+// The nodes of a list a refresh keeps: `make` builds an item's node, `shown` is what of an item
+// its node shows. `fresh(items)` answers the nodes of a new reading of the list, reusing the node
+// of each item whose `shown` did not change; `more(items)` those of items added to it.
+function keeper(make, shown = (item) => JSON.stringify(item)) {
+  let nodes = new Map();
+  const node = (item, before) => {
+    const json = shown(item);
+    const kept = before.get(item.id);
+    const built = kept && kept[0] === json ? kept[1] : make(item);
+    nodes.set(item.id, [json, built]);
+    return built;
+  };
+  return {
+    fresh(items) {
+      const before = nodes;
+      nodes = new Map(); // only what is listed now is kept for the next refresh
+      return items.map((item) => node(item, before));
+    },
+    more: (items) => items.map((item) => node(item, nodes)),
+  };
 }
 
 function show(...children) {
-  for (const timer of state.timers) clearInterval(timer);
-  state.timers = [];
   document.getElementById("main").replaceChildren(...children);
 }
 
@@ -284,21 +305,11 @@ async function deliveriesView() {
   el("td", { class: "reason" }, d.error || d.reason || ""), el("td", { class: "num" }, ms(d.duration_ms)),
   el("td", {}, d.signature || ""), el("td", {}, d.valid === false ? "invalid" : d.valid ? "valid" : "")));
 
-  // A delivery's id → [its JSON, its row]: a refresh reuses the row of a delivery that did not change.
-  let rows = new Map();
-  const listed = (items, before = rows) => items.map((d) => {
-    const json = JSON.stringify(d);
-    const kept = before.get(d.id);
-    const node = kept && kept[0] === json ? kept[1] : row(d);
-    rows.set(d.id, [json, node]);
-    return node;
-  });
+  const rows = keeper(row);
 
   async function load() {
     const found = await call("/deliveries?" + query({ limit: String(shown) }));
-    const before = rows;
-    rows = new Map(); // only what is listed now is kept for the next refresh
-    place(body, listed(found.items, before));
+    place(body, rows.fresh(found.items));
     next = found.next;
     more.hidden = !next;
     // A text search answers a part of the history at a time: its count is then "at least".
@@ -310,7 +321,7 @@ async function deliveriesView() {
   }
   more.addEventListener("click", async () => {
     const found = await call("/deliveries?" + query({ limit: String(PAGE_ROWS), before: next }));
-    body.append(...listed(found.items));
+    body.append(...rows.more(found.items));
     shown += found.items.length;
     next = found.next;
     more.hidden = !next;
@@ -481,14 +492,15 @@ function comparison(row, target, chosen) {
 async function runsView() {
   const body = el("tbody");
   const count = el("p", { class: "count-line" });
+  const columns = ["started", "agent", "kind", "state", "run", "chat", "error"];
+  const rows = keeper((r) => labelled(columns, el("tr", { "data-id": r.id, on: { click: () => { location.hash = "#/run/" + encodeURIComponent(r.id); } } },
+    el("td", { class: "time" }, time(r.created_at)), el("td", {}, r.name || ""), el("td", {}, r.kind), el("td", {}, stateBadge(r.state, r.interrupted)),
+    el("td", {}, runLink(r.id)), el("td", {}, r.chat_id || ""), el("td", { class: "reason" }, r.error || ""))));
   async function load() {
     const found = await call("/runs");
     count.textContent = `${found.items.length} shown of ${found.total} run(s), newest first`;
-    body.replaceChildren(...found.items.map((r) => labelled(columns, el("tr", { on: { click: () => { location.hash = "#/run/" + encodeURIComponent(r.id); } } },
-      el("td", { class: "time" }, time(r.created_at)), el("td", {}, r.name || ""), el("td", {}, r.kind), el("td", {}, stateBadge(r.state, r.interrupted)),
-      el("td", {}, runLink(r.id)), el("td", {}, r.chat_id || ""), el("td", { class: "reason" }, r.error || "")))));
+    place(body, rows.fresh(found.items));
   }
-  const columns = ["started", "agent", "kind", "state", "run", "chat", "error"];
   show(el("h2", {}, "Runs"), count, el("table", { class: "list" }, el("thead", {}, el("tr", {},
     columns.map((h) => el("th", {}, h)))), body));
   state.area = "runs";
@@ -501,15 +513,20 @@ function stateBadge(value, interrupted) {
 }
 
 async function runView(id) {
-  const root = el("div");
+  const root = el("div", { class: "run-view" });
   const batch = el("div", { class: "batch" });
   const replayRun = el("button", { type: "button", on: { click: () => batchForm(batch, { run: id }) } },
     "Replay this run's deliveries…");
+  // What a person types in a gate card or the replay form outlives a refresh: those stay put.
+  const cards = gateCards();
+  const gateList = el("div");
+  const gates = el("section", {}, el("h3", {}, "Gates"), gateList);
   async function load() {
     const found = await call("/runs/" + encodeURIComponent(id));
     const run = found.run;
     const parent = found.parent;
-    root.replaceChildren(
+    place(gateList, cards(found.gates));
+    place(root, [
       el("h2", {}, `Run ${run.id} `, stateBadge(run.state, run.interrupted)),
       fields([["agent", found.simulation.name], ["scenario", found.simulation.source], ["chat", found.chat_id],
         ["error", run.error], ["simulation", `${found.simulation.id} (${found.simulation.status})`],
@@ -519,14 +536,16 @@ async function runView(id) {
         ["stop continuations", found.continuations]]),
       found.children.length ? el("section", {}, el("h3", {}, "Task and review chats it started"),
         el("ul", {}, found.children.map((c) => el("li", {}, `${c.kind === "tasks" ? "task" : "review"} ${c.agent} · chat ${c.chat_id} · ${c.status} · `,
-          c.runs.map((r, i) => [i ? ", " : "", runLink(r.id)]))))) : "",
+          c.runs.map((r, i) => [i ? ", " : "", runLink(r.id)]))))) : null,
       replayRun, batch,
       found.hook_summary.calls ? el("section", { class: "hook-summary" }, el("h3", {}, "Hook calls"),
-        found.hook_summary_text.map((line) => el("p", { class: line.failed ? "failed" : "" }, line.text))) : "",
-      found.gates.length ? el("section", {}, el("h3", {}, "Gates"), found.gates.map((g) => gateCard(g))) : "",
+        found.hook_summary_text.map((line) => el("p", { class: line.failed ? "failed" : "" }, line.text))) : null,
+      found.gates.length ? gates : null,
       found.executions.length ? el("section", {}, el("h3", {}, "Nexus executions"), found.executions.map((e) =>
-        el("p", {}, `turn ${e.turn} · ${e.kind} · ${e.state}` + (e.approval_mode ? ` · approval ${e.approval_mode}` : "")))) : "",
-      el("section", {}, el("h3", {}, "Timeline"), el("ol", { class: "timeline" }, found.timeline.map(timelineItem))));
+        el("p", {}, `turn ${e.turn} · ${e.kind} · ${e.state}` + (e.approval_mode ? ` · approval ${e.approval_mode}` : "")))) : null,
+      el("section", {}, el("h3", {}, "Timeline"), el("ol", { class: "timeline" }, found.timeline.map(timelineItem))),
+    ].filter(Boolean));
+    root.dataset.loads = String(Number(root.dataset.loads || 0) + 1); // how often it was read
   }
   show(root);
   state.area = "runs";
@@ -592,9 +611,7 @@ function gateCard(gate) {
   const kept = state.settled.get(gate.id);
   const pending = gate.status === "pending" && !kept;
   const title = gateTitle(gate);
-  const clock = el("span", { class: "clock" });
-  const deadline = Date.now() + (gate.seconds_left ?? (Date.parse(gate.expires_at) - Date.now()) / 1000) * 1000;
-  const tick = () => { clock.textContent = `${left((deadline - Date.now()) / 1000)}, then ${gate.on_expiry}`; };
+  const clock = setClock(el("span", { class: "clock" }), gate);
   const now = el("p", { class: "note run-now" });
   if (kept && kept.outcome.run) {
     // Where the resumed run is now (read again each time the list is).
@@ -644,10 +661,6 @@ function gateCard(gate) {
     }
   };
   send.addEventListener("click", () => resolve("allow", parsed));
-  if (pending) {
-    tick();
-    state.timers.push(setInterval(tick, 1000));
-  }
   const card = el("div", { class: `gate ${kept ? "settled" : gate.status}`, "data-id": gate.id },
     el("div", { class: "gate-head" }, el("strong", { class: "gate-event" }, title.event), " ", el("span", { class: "gate-holds" }, title.holds), " ",
       pending ? clock : stateBadge(gate.status, false), gate.resolution ? [" ", badge(gate.resolution)] : "",
@@ -665,15 +678,39 @@ function gateCard(gate) {
   return card;
 }
 
+// A pending gate's clock: the time its gate has left (the server's reading, which follows its
+// clock, virtual or not), then what happens. One timer ticks every clock in the page.
+function setClock(clock, gate) {
+  const seconds = gate.seconds_left ?? (Date.parse(gate.expires_at) - Date.now()) / 1000;
+  clock.dataset.deadline = String(Date.now() + seconds * 1000);
+  clock.dataset.expiry = gate.on_expiry;
+  tickClock(clock);
+  return clock;
+}
+
+function tickClock(clock) {
+  clock.textContent = `${left((Number(clock.dataset.deadline) - Date.now()) / 1000)}, then ${clock.dataset.expiry}`;
+}
+
+// The cards of a list of gates a refresh keeps, with what a person typed in them: a card is
+// built again only when its gate changed, not for its time left (which its clock is set to).
+function gateCards() {
+  const cards = keeper(gateCard, (gate) => JSON.stringify({ ...gate, seconds_left: null }));
+  return (gates) => cards.fresh(gates).map((card, i) => {
+    const clock = card.querySelector(".clock");
+    if (clock) setClock(clock, gates[i]);
+    return card;
+  });
+}
+
 async function gatesView() {
   const list = el("div", { class: "gate-list" });
+  const cards = gateCards();
   async function load() {
     const found = await call("/gates");
-    for (const timer of state.timers) clearInterval(timer);
-    state.timers = [];
     const settled = [...state.settled.values()].map((s) => gateCard(s.gate));
-    const open = found.items.filter((g) => !state.settled.has(g.id)).map(gateCard);
-    list.replaceChildren(...settled, ...(open.length ? open : [message("No gate is waiting.")]));
+    const open = cards(found.items.filter((g) => !state.settled.has(g.id)));
+    place(list, [...settled, ...(open.length ? open : [message("No gate is waiting.")])]);
     list.dataset.loads = String(Number(list.dataset.loads || 0) + 1); // how often it was read
     document.getElementById("count-gates").textContent = found.items.length ? `(${found.items.length})` : "";
   }
@@ -703,6 +740,7 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
+setInterval(() => document.querySelectorAll(".clock").forEach(tickClock), 1000);
 readToken();
 route();
 countGates();
