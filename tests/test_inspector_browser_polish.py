@@ -186,10 +186,10 @@ TYPED = """(selector) => {
 }"""
 
 
-def typing_in_a_gate_survives_a_refresh(page: Any, card: Any, where: str, again: Any) -> None:
+def typing_in_a_gate_survives_a_refresh(page: Any, card: Any, where: str, again: Any) -> str:
     """A person opens a gate card's "Allow with data…" in ``where`` (a selector of the list or
     view) and types; a refresh of the list (``again`` opens another gate) keeps what they typed,
-    where the cursor was, and the card itself."""
+    where the cursor was, and the card itself (whose selector is returned)."""
     card.get_by_role("button", name="Allow with data…").click()
     selector = f'.gate[data-id="{card.get_attribute("data-id")}"]'
     page.evaluate(TYPE_DATA, selector)
@@ -199,6 +199,7 @@ def typing_in_a_gate_survives_a_refresh(page: Any, card: Any, where: str, again:
         f"() => Number(document.querySelector('{where}').dataset.loads) > {loads}"
     )
     assert page.evaluate(TYPED, selector) == ['{"by": "m', True, 4, 6]
+    return selector
 
 
 def test_a_gates_refresh_keeps_what_a_person_typed_in_a_card(
@@ -208,10 +209,11 @@ def test_a_gates_refresh_keeps_what_a_person_typed_in_a_card(
     page.goto(f"{served}/#/gates")
     card = page.locator(".gate", has_text="/tmp/old.txt")
     card.locator("button.allow").wait_for()
-    typing_in_a_gate_survives_a_refresh(
+    selector = typing_in_a_gate_survives_a_refresh(
         page, card, ".gate-list", lambda: run_scenario(scenario=gated_scenario(tmp_path, served))
     )
-    assert page.locator(".gate.pending").count() == 2  # the new gate is listed beside it
+    page.locator(".gate.pending").nth(1).wait_for()  # the new gate, listed beside it
+    assert page.evaluate(TYPED, selector) == ['{"by": "m', True, 4, 6]
     clock = page.locator(".gate[data-marked] .clock")
     shown = clock.inner_text()
     assert shown.endswith(", then allow"), shown
@@ -230,8 +232,9 @@ def test_a_runs_refresh_keeps_a_gate_card_and_its_typing_and_the_rows_that_did_n
     row = page.locator(f'tr[data-id="{run_id}"]')
     row.wait_for()
     row.evaluate("(row) => { row.dataset.marked = 'before the refresh'; }")
+    listed = page.locator("table.list tbody tr").count()
     run_scenario(scenario=gated_scenario(tmp_path, served))
-    page.locator("table.list tbody tr").nth(1).wait_for()
+    page.locator("table.list tbody tr").nth(listed).wait_for()
     assert page.locator(f'tr[data-id="{run_id}"][data-marked]').count() == 1
     page.goto(f"{served}/#/run/{run_id}")
     card = page.locator(".run-view .gate")
