@@ -30,6 +30,7 @@ from belt.reading.strictjson import unsendable
 from belt.usercode.loader import (
     asks_for,
     call_user,
+    fd_identity,
     find_named_file,
     is_file_reference,
     load_callable,
@@ -149,12 +150,6 @@ class _Call:
 _GO = b"c"  # hands a worker its ``call``, and answers it; any other byte stops the worker
 
 
-def _identity(fd: int) -> tuple[int, int]:
-    """Which file ``fd`` is (OSError: none)."""
-    stat = os.fstat(fd)
-    return stat.st_dev, stat.st_ino
-
-
 class _Worker:
     """A daemon thread that runs calls one at a time, each handed over and answered by a byte on
     a pipe: ``os.write`` lets go of the GIL before it wakes the other thread (a lock or a queue
@@ -171,7 +166,7 @@ class _Worker:
         self.broken = False
         self.ends = os.pipe() + os.pipe()
         self.go, self.back = self.ends[1], self.ends[2]
-        self.pipes = [_identity(fd) for fd in self.ends]
+        self.pipes = [fd_identity(fd) for fd in self.ends]
         self.answered = select.poll()
         self.answered.register(self.back, select.POLLIN)
         self.thread = threading.Thread(target=self._loop, name="belt-py-handler", daemon=True)
@@ -179,13 +174,7 @@ class _Worker:
 
     def _owned(self) -> list[bool]:
         """Whether each end is still this worker's pipe."""
-        owned = []
-        for fd, pipe in zip(self.ends, self.pipes, strict=True):
-            try:
-                owned.append(_identity(fd) == pipe)
-            except OSError:
-                owned.append(False)
-        return owned
+        return [fd_identity(fd) == pipe for fd, pipe in zip(self.ends, self.pipes, strict=True)]
 
     def _loop(self) -> None:
         given, answer = self.ends[0], self.ends[3]

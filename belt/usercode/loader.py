@@ -276,6 +276,16 @@ def _import_file(path: Path, option: str) -> Any:
     return module
 
 
+def fd_identity(fd: int) -> tuple[int, int] | None:
+    """Which file ``fd`` is (None: it is closed). User code can close a descriptor belt handed it
+    and the next file opened takes its number: belt compares this before it trusts one again."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 def call_user(func: Callable[..., Any], argument: Any) -> Any:
     """``func(argument)``, an awaitable it returns run to its end in an event loop of its own."""
     value = func(argument)

@@ -567,12 +567,12 @@ class _Seat:
         self.tasks = tasks
         self.results = results
         self.seat = seat
-        self.pipes = {fd: _identity(fd) for fd in (tasks, results)}
-        self.standard = {fd: _identity(fd) for fd, _ in _STANDARD}
+        self.pipes = {fd: loader.fd_identity(fd) for fd in (tasks, results)}
+        self.standard = {fd: loader.fd_identity(fd) for fd, _ in _STANDARD}
 
     def check_pipes(self) -> None:
         for fd, known in self.pipes.items():
-            if known is None or _identity(fd) != known:
+            if known is None or loader.fd_identity(fd) != known:
                 raise _PipeClosed(
                     f"it closed the pipe between its worker process and belt (fd {fd}), "
                     "which ended the worker process"
@@ -600,7 +600,7 @@ class _Seat:
         """Why the case just run fails: fds 0-2 closed or replaced, or threads left running."""
         self.check_pipes()
         for fd, name in _STANDARD:
-            if _identity(fd) != self.standard[fd]:
+            if loader.fd_identity(fd) != self.standard[fd]:
                 return f"it closed or replaced {name} (fd {fd}) of its worker process"
         main = threading.main_thread()
         left = [t for t in threading.enumerate() if t is not main and not t.daemon]
@@ -740,13 +740,6 @@ def _close(*fds: int) -> None:
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
-
-
-def _identity(fd: int) -> tuple[int, int] | None:
-    with contextlib.suppress(OSError):
-        info = os.fstat(fd)
-        return info.st_dev, info.st_ino
-    return None
 
 
 def _reaped(pid: int, overrun: Callable[[], None]) -> int | None:
