@@ -582,8 +582,9 @@ def test_a_handler_that_closes_any_end_of_its_pipes_leaves_the_next_call_to_a_ne
 def test_a_worker_whose_pipe_end_a_handler_closed_never_reads_the_file_that_takes_its_number() -> (
     None
 ):
-    # The next file opened takes a closed end's number: here the handler's own pipe, holding a
-    # byte, as a new worker's pipe did in a run where the old thread read after the next call.
+    # Another file takes a closed end's number: here the handler's own pipe, holding a byte (put
+    # there with dup2, which no other thread can race), as a new worker's pipe did in a run where
+    # the old thread read after the next call.
     import os
     import select
 
@@ -594,10 +595,10 @@ def test_a_worker_whose_pipe_end_a_handler_closed_never_reads_the_file_that_take
     def closes_and_reopens(payload: Any) -> None:
         calls.append(1)
         given = next(iter(caller._workers.values())).ends[0]
-        os.close(given)
         read, write = os.pipe()
-        opened.extend((read, write))
-        assert read == given  # the lowest free number
+        os.dup2(read, given)  # closes the worker's end and puts the handler's pipe in its place
+        os.close(read)
+        opened.extend((given, write))
         os.write(write, b"c")
 
     try:
