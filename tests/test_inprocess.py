@@ -616,6 +616,77 @@ def test_a_worker_whose_pipe_end_a_handler_closed_never_reads_the_file_that_take
             os.close(fd)
 
 
+def foreign_write_end_in_place_of(fd: int) -> int:
+    """User code's mischief: a pipe of its own whose write end takes ``fd``'s number (dup2, which
+    no other thread can race); its read end, to see what was written there."""
+    import os
+
+    read, write = os.pipe()
+    os.dup2(write, fd)
+    os.close(write)
+    return read
+
+
+def nothing_written_and_still_open(read: int) -> bool:
+    """Whether the foreign pipe's write end is still open and nothing was written to it (a closed
+    write end reads as end-of-file, which is readable)."""
+    import select
+
+    return select.select([read], [], [], 0)[0] == []
+
+
+def test_an_import_that_puts_a_file_in_place_of_a_pipe_end_leaves_that_file_alone() -> None:
+    # A handler module's top-level code runs in the caller's thread, between two calls.
+    import contextlib
+    import os
+
+    caller = InProcess(load=lambda spec: pyhooks.allow)
+    foreign: list[int] = []
+
+    def loads(spec: str) -> Any:
+        old = next(iter(caller._workers.values()))
+        foreign.extend((foreign_write_end_in_place_of(old.go), old.go))
+        return pyhooks.allow
+
+    try:
+        assert caller.deliver("py:m:first", {}, timeout=5).error is None
+        old = next(iter(caller._workers.values()))
+        caller.load = loads
+        assert caller.deliver("py:m:second", {}, timeout=5).error is None
+        assert next(iter(caller._workers.values())) is not old
+        old.thread.join(5)  # its pipe's writer is gone: it ends, closing only its own ends
+        assert not old.thread.is_alive()
+        assert nothing_written_and_still_open(foreign[0])
+    finally:
+        caller.close()
+        for fd in foreign:
+            with contextlib.suppress(OSError):  # the code before closed one, not its own
+                os.close(fd)
+
+
+def test_an_idle_worker_whose_pipe_end_was_taken_meanwhile_is_not_reused() -> None:
+    import contextlib
+    import os
+
+    first = InProcess()
+    assert first.call("py:m:allow", pyhooks.allow, {}, timeout=5).error is None
+    old = next(iter(first._workers.values()))
+    first.close()  # idle now, for the next simulation
+    read = foreign_write_end_in_place_of(old.go)
+    caller = InProcess()
+    try:
+        assert caller.call("py:m:allow", pyhooks.allow, {}, timeout=5).error is None
+        assert next(iter(caller._workers.values())) is not old
+        old.thread.join(5)
+        assert not old.thread.is_alive()
+        assert nothing_written_and_still_open(read)
+    finally:
+        caller.close()
+        for fd in (read, old.go):
+            with contextlib.suppress(OSError):  # the code before closed one, not its own
+                os.close(fd)
+
+
 def test_a_forked_process_closes_the_pipes_of_the_idle_workers_it_did_not_get() -> None:
     import os
 

@@ -156,9 +156,10 @@ class _Worker:
     wakes it with the GIL held). The caller writes ``go``, reads ``back``; the thread closes all.
 
     A handler can close any of the four ends, and the next file opened (a new worker's pipe, say)
-    takes its number: so after each call the thread checks that every end is still its pipe. If
-    one is not, the worker is ``broken``: it answers if it still can, ends, and never touches an
-    end again (the caller takes a new worker)."""
+    takes its number: so after each call the thread checks that every end is still its pipe, as
+    the caller does after an import and before it reuses an idle worker. If one is not, the
+    worker is ``broken``: it answers if it still can, ends, and never touches an end again (the
+    caller takes a new worker)."""
 
     def __init__(self) -> None:
         self.call: _Call | None = None
@@ -175,6 +176,12 @@ class _Worker:
     def _owned(self) -> list[bool]:
         """Whether each end is still this worker's pipe."""
         return [fd_identity(fd) == pipe for fd, pipe in zip(self.ends, self.pipes, strict=True)]
+
+    def check(self) -> bool:
+        """After user code ran outside its calls (an import): whether every end is still this
+        worker's pipe (if not, it is ``broken`` from now on)."""
+        self.broken = self.broken or not all(self._owned())
+        return not self.broken
 
     def _loop(self) -> None:
         given, answer = self.ends[0], self.ends[3]
@@ -200,9 +207,12 @@ class _Worker:
                 os.write(self.go, b"\0")
 
     def close(self) -> None:
-        for fd in self.ends:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Close the ends that are still this worker's pipes: a number another file took is not
+        belt's to close."""
+        for fd, owned in zip(self.ends, self._owned(), strict=True):
+            if owned:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 IDLE_WORKERS = 8  # idle worker threads kept for the process's next simulation (belt test)
@@ -251,9 +261,12 @@ class InProcess:
         """The callable of ``spec``, imported on first use (a BeltError when it cannot be)."""
         func = self.handlers.get(spec)  # one read of a dict: no lock for what is loaded
         if func is None:
-            func = self.load(spec)
+            func = self.load(spec)  # a module's import is user code: it may close a pipe end
             with self._lock:
                 self.handlers[spec] = func
+                workers = list(self._workers.values())
+            for worker in workers:
+                worker.check()
         return func
 
     def _worker(self) -> _Worker:
@@ -262,6 +275,8 @@ class InProcess:
         if worker is None:  # an idle one of an earlier simulation, else a new one
             with _idle_lock:
                 idle = _idle.pop() if _idle else None
+            if idle is not None and not idle.check():  # user code ran since its last call
+                idle = None
             with self._lock:
                 worker = self._workers[key] = idle or _Worker()
         return worker
